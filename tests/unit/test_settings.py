@@ -1,0 +1,103 @@
+"""Settings: the contract's variables, the fold coupling, and one-line start-up errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from worker.settings import ConfigError, Settings, load_settings
+
+REQUIRED = {
+    "CONVERSE_QUEUE_URL": "http://127.0.0.1:1/123/converse",
+    "MODEL_QUEUE_URL": "http://127.0.0.1:1/123/model",
+    "COMPACTION_QUEUE_URL": "http://127.0.0.1:1/123/compaction",
+    "HISTORY_TABLE": "mira-history",
+}
+
+
+@pytest.fixture(autouse=True)
+def _required_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in REQUIRED.items():
+        monkeypatch.setenv(name, value)
+
+
+def test_the_contract_defaults() -> None:
+    s = load_settings()
+    assert (s.history_window_max_tokens, s.history_window_max_messages) == (4000, 25)
+    assert (s.history_window_floor_messages, s.history_message_max_tokens) == (10, 1000)
+    assert (s.memory_fold_min_tokens, s.payload_inline_max_bytes) == (2000, 262_144)
+    assert s.payload_bucket is None and s.log_format == "json"
+    assert s.history_page_size == 27
+
+
+def test_a_fold_trigger_of_4000_with_the_window_left_at_4000_refuses_to_start(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("MEMORY_FOLD_MIN_TOKENS", "4000")
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    message = str(caught.value)
+    assert "\n" not in message
+    assert "HISTORY_WINDOW_MAX_TOKENS (4000)" in message
+    assert "MEMORY_FOLD_MIN_TOKENS (4000)" in message
+    assert "the fold is async; below 2x a reference falls into a gap held by neither" in message
+
+
+def test_exactly_twice_the_fold_trigger_is_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMORY_FOLD_MIN_TOKENS", "3000")
+    monkeypatch.setenv("HISTORY_WINDOW_MAX_TOKENS", "6000")
+    assert load_settings().history_window_max_tokens == 6000
+
+
+def test_env_overrides_reach_the_window_and_fold_limits(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HISTORY_WINDOW_MAX_MESSAGES", "40")
+    monkeypatch.setenv("HISTORY_WINDOW_FLOOR_MESSAGES", "12")
+    monkeypatch.setenv("HISTORY_MESSAGE_MAX_TOKENS", "500")
+    monkeypatch.setenv("PAYLOAD_BUCKET", "mira-payloads")
+    monkeypatch.setenv("LOG_FORMAT", "console")
+    s = load_settings()
+    assert s.window_limits.max_messages == 40 and s.window_limits.floor_messages == 12
+    assert s.window_limits.message_max_tokens == 500
+    assert s.fold_limits.window_max_messages == 40
+    assert s.payload_bucket == "mira-payloads" and s.log_format == "console"
+    assert s.history_page_size == 42
+
+
+def test_the_floor_must_stay_below_the_message_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HISTORY_WINDOW_FLOOR_MESSAGES", "25")
+    with pytest.raises(ConfigError, match=r"HISTORY_WINDOW_FLOOR_MESSAGES \(25\) must be below"):
+        load_settings()
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "reason"),
+    [
+        ("HISTORY_WINDOW_MAX_MESSAGES", "0", "greater than or equal to 1"),
+        ("HISTORY_WINDOW_FLOOR_MESSAGES", "-3", "greater than or equal to 1"),
+        ("HISTORY_MESSAGE_MAX_TOKENS", "0", "greater than or equal to 1"),
+        ("MEMORY_FOLD_MIN_TOKENS", "0", "greater than or equal to 1"),
+        ("PAYLOAD_INLINE_MAX_BYTES", "0", "greater than or equal to 1"),
+        ("HISTORY_WINDOW_MAX_TOKENS", "lots", "valid integer"),
+        ("LOG_FORMAT", "xml", "'json' or 'console'"),
+    ],
+)
+def test_bad_values_fail_with_the_variable_named(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str, reason: str
+) -> None:
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    assert f"{name}: " in str(caught.value) and reason in str(caught.value)
+    assert value not in str(caught.value).split(": ", 1)[1].replace(name, "")
+
+
+def test_a_missing_required_variable_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MODEL_QUEUE_URL")
+    with pytest.raises(ConfigError, match="MODEL_QUEUE_URL: Field required"):
+        load_settings()
+
+
+def test_settings_are_frozen() -> None:
+    s = load_settings()
+    with pytest.raises(ValueError, match="frozen"):
+        s.history_window_max_tokens = 1  # type: ignore[misc]
+    assert isinstance(s, Settings)

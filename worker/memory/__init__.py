@@ -1,0 +1,37 @@
+"""Mira's memory: the window (newest messages, bounded) and the fold (everything older).
+
+The two halves are coupled: the window budget must stay at least twice the fold
+trigger (see :class:`worker.settings.Settings`), or a stretch of conversation
+could age out of the window before it is large enough to be folded.
+"""
+
+from worker.memory.fold import (
+    CompactionPlan,
+    FoldGap,
+    FoldLimits,
+    FoldState,
+    fold_gap,
+    plan_compaction,
+)
+from worker.memory.tokens import estimate_tokens
+from worker.memory.trim import HEAD_TOKENS, TAIL_TOKENS, omission_marker, trim_message
+from worker.memory.window import HistoryMessage, Role, Window, WindowLimits, bound_history
+
+__all__ = [
+    "HEAD_TOKENS",
+    "TAIL_TOKENS",
+    "CompactionPlan",
+    "FoldGap",
+    "FoldLimits",
+    "FoldState",
+    "HistoryMessage",
+    "Role",
+    "Window",
+    "WindowLimits",
+    "bound_history",
+    "estimate_tokens",
+    "fold_gap",
+    "omission_marker",
+    "plan_compaction",
+    "trim_message",
+]

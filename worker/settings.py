@@ -1,0 +1,113 @@
+"""The stage's configuration, read from the environment (names as in the contract, no prefix)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Literal, Self
+
+from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from worker.memory import FoldLimits, WindowLimits
+
+
+class Settings(BaseSettings):
+    """Every variable of the contract, plus the worker's own operating knobs.
+
+    The AWS endpoint, region and credentials are boto's own variables and are not
+    read here: a local endpoint is just ``AWS_ENDPOINT_URL``.
+    """
+
+    model_config = SettingsConfigDict(frozen=True, extra="ignore")
+
+    converse_queue_url: str = Field(min_length=1)
+    model_queue_url: str = Field(min_length=1)
+    compaction_queue_url: str = Field(min_length=1)
+    history_table: str = Field(min_length=1)
+    payload_bucket: str | None = None
+    payload_inline_max_bytes: int = Field(default=262_144, ge=1)
+
+    # Two halves of one memory: the window below and the fold trigger beside it.
+    # Change one and the validator under them checks the other still covers it.
+    memory_fold_min_tokens: int = Field(default=2000, ge=1)
+    history_window_max_tokens: int = Field(default=4000, ge=1)
+    history_window_max_messages: int = Field(default=25, ge=1)
+    history_window_floor_messages: int = Field(default=10, ge=1)
+    history_message_max_tokens: int = Field(default=1000, ge=1)
+
+    @field_validator("payload_bucket", mode="before")
+    @classmethod
+    def _empty_bucket_is_unset(cls, value: object) -> object:
+        return None if value == "" else value
+
+    @model_validator(mode="after")
+    def _window_covers_the_fold_gap(self) -> Self:
+        if self.history_window_max_tokens < 2 * self.memory_fold_min_tokens:
+            raise ValueError(
+                f"HISTORY_WINDOW_MAX_TOKENS ({self.history_window_max_tokens}) must be >= "
+                f"2x MEMORY_FOLD_MIN_TOKENS ({self.memory_fold_min_tokens}): the fold is "
+                "async; below 2x a reference falls into a gap held by neither"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _floor_below_the_message_cap(self) -> Self:
+        if self.history_window_floor_messages >= self.history_window_max_messages:
+            raise ValueError(
+                f"HISTORY_WINDOW_FLOOR_MESSAGES ({self.history_window_floor_messages}) must be "
+                f"below HISTORY_WINDOW_MAX_MESSAGES ({self.history_window_max_messages}): "
+                "the budget extends the window past the floor, so the floor must leave it room"
+            )
+        return self
+
+    log_format: Literal["json", "console"] = "json"
+
+    # The worker's own knobs (not part of the wire contract).
+    worker_concurrency: int = Field(default=16, ge=1, le=1000)
+    receive_wait_seconds: int = Field(default=20, ge=0, le=20)
+    shutdown_grace_seconds: float = Field(default=20.0, gt=0)
+    compaction_retry_seconds: float = Field(default=300.0, gt=0)
+
+    @property
+    def window_limits(self) -> WindowLimits:
+        return WindowLimits(
+            max_tokens=self.history_window_max_tokens,
+            max_messages=self.history_window_max_messages,
+            floor_messages=self.history_window_floor_messages,
+            message_max_tokens=self.history_message_max_tokens,
+        )
+
+    @property
+    def fold_limits(self) -> FoldLimits:
+        return FoldLimits(
+            fold_min_tokens=self.memory_fold_min_tokens,
+            window_max_messages=self.history_window_max_messages,
+            retry_after=timedelta(seconds=self.compaction_retry_seconds),
+        )
+
+    @property
+    def history_page_size(self) -> int:
+        """Items one Query reads: the state item and one message more than the window holds."""
+        return self.history_window_max_messages + 2
+
+
+class ConfigError(Exception):
+    """The environment does not describe a valid stage; the message is one line."""
+
+
+def load_settings() -> Settings:
+    """Read the settings from the environment, or raise :class:`ConfigError` with one line."""
+    try:
+        return Settings()
+    except ValidationError as exc:
+        raise ConfigError(describe_validation_error(exc)) from None
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    """One line naming each bad variable and why, without echoing the values given."""
+    parts = []
+    for error in exc.errors(include_input=False, include_url=False):
+        name = "_".join(str(part) for part in error["loc"]).upper()
+        reason = error["msg"].removeprefix("Value error, ")
+        parts.append(f"{name}: {reason}" if name else reason)
+    return "invalid configuration: " + "; ".join(parts)
