@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 run: install
-	$(BIN)/python -m worker.demo
+	$(BIN)/worker demo
 
 lint: install
 	$(BIN)/ruff check worker tests bench

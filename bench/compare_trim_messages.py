@@ -1,0 +1,450 @@
+"""The window against LangChain's ``trim_messages``: time per call against history length.
+
+Issue 7, part 1 of ``make bench``. Both sides get the same synthetic histories
+(:func:`bench.window_bench.make_history`, seeded, so every run sees the same data):
+
+- ours: ``bound_history(newest_first, WindowLimits())`` on the list newest-first, as
+  the store's Query returns it;
+- theirs: ``trim_messages(messages, strategy="last", token_counter=count_tokens_approximately,
+  max_tokens=4000, start_on="human")`` on the same contents as ``HumanMessage`` /
+  ``AIMessage`` objects, oldest first, as LangChain takes them.
+
+Both inputs are built once, outside the timing, and share the same content strings.
+Each cell is the median of single timed calls after one untimed warm-up call: at
+least 5 calls and about 1 s of calls (at least 3 when one call takes over 0.5 s).
+The garbage collector stays on, as in production. Run::
+
+    .venv/bin/python -m bench.compare_trim_messages            # ~1 min, writes docs/benchmarks/
+    .venv/bin/python -m bench.compare_trim_messages --quick    # ~10 s, writes .bench/
+
+Outputs: ``trim_messages.json`` (raw figures and the machine), ``trim_messages.md`` (the
+table and what each side does that the other does not) and ``trim_messages.png`` (log-log
+plot). Needs the benchmark extras: ``pip install 'langchain-core>=0.3' matplotlib``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, trim_messages
+from langchain_core.messages.utils import count_tokens_approximately
+
+from bench.window_bench import make_history
+from worker.memory import HistoryMessage, WindowLimits, bound_history, estimate_tokens
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+FULL_OUT_DIR = REPO_ROOT / "docs" / "benchmarks"
+QUICK_OUT_DIR = REPO_ROOT / ".bench" / "compare_trim_messages"
+STEM = "trim_messages"
+
+LENGTHS = (100, 1_000, 10_000, 100_000)
+MAX_TOKENS = 4000  # the same budget as WindowLimits().max_tokens
+SLOW_CALL_SECONDS = 0.5  # a cell whose warm-up call takes longer needs only 3 calls
+MAX_CALLS = 200_000
+COMMAND = ".venv/bin/python -m bench.compare_trim_messages"
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    median_seconds: float
+    calls: int
+    total_seconds: float
+    min_seconds: float
+    max_seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class WindowCell:
+    timing: Timing
+    kept: int
+    dropped: int
+    trimmed: int
+    oldest_kept_seq: int | None
+    estimated_tokens: int  # our estimate of what was kept, after trimming
+
+
+@dataclass(frozen=True, slots=True)
+class TrimCell:
+    timing: Timing
+    kept: int
+    dropped: int
+    oldest_kept_seq: int | None
+    counted_tokens: int  # count_tokens_approximately of what was kept
+    estimated_tokens: int  # our estimate of the same contents, for a like-for-like figure
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    messages: int
+    window: WindowCell
+    trim_messages: TrimCell
+
+    @property
+    def ratio(self) -> float:
+        return self.trim_messages.timing.median_seconds / self.window.timing.median_seconds
+
+
+def time_calls(call: Callable[[], object], *, target_seconds: float, min_calls: int) -> Timing:
+    """Median of single timed calls: one warm-up, then ``min_calls`` and ~``target_seconds``."""
+    start = time.perf_counter()
+    call()
+    warmup = time.perf_counter() - start
+    floor = min(min_calls, 3) if warmup > SLOW_CALL_SECONDS else min_calls
+    samples: list[float] = []
+    spent = 0.0
+    while len(samples) < floor or (spent < target_seconds and len(samples) < MAX_CALLS):
+        start = time.perf_counter()
+        call()
+        elapsed = time.perf_counter() - start
+        samples.append(elapsed)
+        spent += elapsed
+    return Timing(
+        median_seconds=statistics.median(samples),
+        calls=len(samples),
+        total_seconds=spent,
+        min_seconds=min(samples),
+        max_seconds=max(samples),
+    )
+
+
+def to_langchain(newest_first: Sequence[HistoryMessage]) -> list[BaseMessage]:
+    """The same history oldest first, as LangChain messages sharing the content strings."""
+    return [
+        HumanMessage(content=m.content) if m.role == "user" else AIMessage(content=m.content)
+        for m in reversed(newest_first)
+    ]
+
+
+def run_trim(messages: list[BaseMessage]) -> list[BaseMessage]:
+    return trim_messages(
+        messages,
+        strategy="last",
+        token_counter=count_tokens_approximately,
+        max_tokens=MAX_TOKENS,
+        start_on="human",
+    )
+
+
+def measure(length: int, *, target_seconds: float, min_calls: int) -> Row:
+    limits = WindowLimits()
+    print(f"[{length:>7,}] building the history (both shapes)…", flush=True)
+    newest_first = make_history(length)
+    oldest_first = to_langchain(newest_first)
+
+    gc.collect()
+    window_timing = time_calls(
+        lambda: bound_history(newest_first, limits),
+        target_seconds=target_seconds,
+        min_calls=min_calls,
+    )
+    window = bound_history(newest_first, limits)
+    print(
+        f"[{length:>7,}] window         {window_timing.median_seconds * 1e6:>12,.1f} µs/call"
+        f"  ({window_timing.calls:,} calls)  kept {window.kept}",
+        flush=True,
+    )
+
+    gc.collect()
+    trim_timing = time_calls(
+        lambda: run_trim(oldest_first), target_seconds=target_seconds, min_calls=min_calls
+    )
+    trimmed = run_trim(oldest_first)
+    print(
+        f"[{length:>7,}] trim_messages  {trim_timing.median_seconds * 1e6:>12,.1f} µs/call"
+        f"  ({trim_timing.calls:,} calls)  kept {len(trimmed)}",
+        flush=True,
+    )
+
+    row = Row(
+        messages=length,
+        window=WindowCell(
+            timing=window_timing,
+            kept=window.kept,
+            dropped=window.dropped,
+            trimmed=window.trimmed,
+            oldest_kept_seq=window.oldest_seq,
+            estimated_tokens=window.estimated_tokens,
+        ),
+        trim_messages=TrimCell(
+            timing=trim_timing,
+            kept=len(trimmed),
+            dropped=length - len(trimmed),
+            oldest_kept_seq=length - len(trimmed) + 1 if trimmed else None,
+            counted_tokens=count_tokens_approximately(trimmed),
+            estimated_tokens=sum(estimate_tokens(str(m.content)) for m in trimmed),
+        ),
+    )
+    print(f"[{length:>7,}] ratio trim/window: {row.ratio:,.0f}x", flush=True)
+    del newest_first, oldest_first
+    gc.collect()
+    return row
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def machine() -> dict[str, Any]:
+    return {
+        "cpu": cpu_model(),
+        "cores": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+        "langchain_core": version("langchain-core"),
+        "matplotlib": version("matplotlib"),
+    }
+
+
+def results_document(
+    rows: Sequence[Row], *, quick: bool, target_seconds: float, min_calls: int
+) -> dict[str, Any]:
+    limits = WindowLimits()
+    return {
+        "benchmark": "window (bound_history) vs langchain_core trim_messages",
+        "command": COMMAND + (" --quick" if quick else ""),
+        "measured_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "quick": quick,
+        "machine": machine(),
+        "method": {
+            "history": "bench.window_bench.make_history(length, seed=7)",
+            "window_input": "list[HistoryMessage], newest first (as the store returns it)",
+            "trim_input": "list[HumanMessage | AIMessage], oldest first (as LangChain takes it)",
+            "window_call": f"bound_history(newest_first, {limits!r})",
+            "trim_call": (
+                "trim_messages(messages, strategy='last', token_counter="
+                f"count_tokens_approximately, max_tokens={MAX_TOKENS}, start_on='human')"
+            ),
+            "timing": (
+                "median of single perf_counter-timed calls after one warm-up; "
+                f"at least {min_calls} calls and ~{target_seconds} s per cell "
+                f"(at least 3 when a call takes over {SLOW_CALL_SECONDS} s); gc on"
+            ),
+        },
+        "results": [
+            {"messages": row.messages, **asdict(row), "ratio_trim_over_window": row.ratio}
+            for row in rows
+        ],
+    }
+
+
+def _us(seconds: float) -> str:
+    micro = seconds * 1e6
+    return f"{micro:,.1f}" if micro < 100 else f"{micro:,.0f}"
+
+
+def markdown(rows: Sequence[Row], document: dict[str, Any]) -> str:
+    box = document["machine"]
+    by_length = {row.messages: row for row in rows}
+    lines = [
+        "<!-- generated by bench/compare_trim_messages.py; edit the script, not this file -->",
+        "",
+        f"Time per call of the window (`bound_history`) and of LangChain's `trim_messages` "
+        f"(langchain-core {box['langchain_core']}) on the same synthetic histories, "
+        f"both with a {MAX_TOKENS:,}-token budget.",
+        "",
+        "| messages | window µs/call | trim_messages µs/call | ratio (trim/window) "
+        "| kept by window | kept by trim_messages |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for row in rows:
+        lines.append(
+            f"| {row.messages:,} | {_us(row.window.timing.median_seconds)} "
+            f"| {_us(row.trim_messages.timing.median_seconds)} | {row.ratio:,.0f}× "
+            f"| {row.window.kept} | {row.trim_messages.kept} |"
+        )
+    lines += ["", *_verdict(by_length), "", *_kept_note(rows), "", *_notes(box, document)]
+    return "\n".join(lines) + "\n"
+
+
+def _verdict(by_length: dict[int, Row]) -> list[str]:
+    lines = []
+    if 10_000 in by_length:
+        ratio = by_length[10_000].ratio
+        met = "met" if ratio >= 100 else "NOT met"
+        lines.append(
+            f"- Target \"window ≥ 100× faster than trim_messages at 10,000 messages\": {met} "
+            f"({ratio:,.0f}×)."
+        )
+    shortest, longest = min(by_length), max(by_length)
+    if shortest != longest:
+        window_growth = (
+            by_length[longest].window.timing.median_seconds
+            / by_length[shortest].window.timing.median_seconds
+        )
+        trim_growth = (
+            by_length[longest].trim_messages.timing.median_seconds
+            / by_length[shortest].trim_messages.timing.median_seconds
+        )
+        flat = "flat" if window_growth < 2 else "NOT flat"
+        lines.append(
+            f"- Target \"window flat from {shortest:,} to {longest:,} messages\": {flat} "
+            f"(cost at {longest:,} / cost at {shortest:,} = {window_growth:.2f}×; "
+            f"trim_messages: {trim_growth:,.0f}×)."
+        )
+    return lines
+
+
+def _kept_note(rows: Sequence[Row]) -> list[str]:
+    row = rows[-1]
+    window, trim = row.window, row.trim_messages
+    return [
+        "What each kept (the same at every length: the newest messages of these histories "
+        f"are identical). The window kept {window.kept} messages, {window.estimated_tokens:,} "
+        f"tokens by our estimate, {window.trimmed} of them trimmed: it stopped at the "
+        f"{WindowLimits().max_messages}-message cap, since the next whole exchange would have "
+        f"made {window.kept + 2}. trim_messages kept {trim.kept} whole messages, "
+        f"{trim.counted_tokens:,} tokens by `count_tokens_approximately` (which adds the role "
+        f"and 3 tokens a message), {trim.estimated_tokens:,} by our estimate. Neither kept a "
+        "30,000-character paste here; the window would have kept one trimmed, trim_messages "
+        "only whole.",
+    ]
+
+
+def _notes(box: dict[str, Any], document: dict[str, Any]) -> list[str]:
+    return [
+        "**Read the ratios; absolute times are context.** Measured "
+        f"{document['measured_at'][:10]} on {box['cores']} cores ({box['cpu']}), "
+        f"Python {box['python']}, langchain-core {box['langchain_core']}; "
+        f"{document['method']['timing']}. Inputs are built once, outside the timing, and "
+        "share the same strings: ours newest first (as the store's Query returns it), "
+        "theirs oldest first (as LangChain takes it). The window stops reading once it is "
+        "closed (at most 26 messages), while `trim_messages` copies, reverses and counts the "
+        "whole list before it binary-searches the cut, so its cost grows with the history. "
+        "In the worker the window only ever sees one page of at most 27 items; a "
+        "`trim_messages` caller that loaded only the newest page would also be flat. The gap "
+        "at 100,000 messages is about what is read, not how fast either side counts.",
+        "",
+        "What `trim_messages` does not do that the window does:",
+        "",
+        "- **Per-message trim.** The window cuts each message above 1,000 tokens to its "
+        'head and tail around a counted marker (`"\\n… N tokens omitted …\\n"`). '
+        "`trim_messages` keeps or drops whole messages; `allow_partial=True` keeps one end "
+        "of the boundary message only, split by its text splitter, with no marker.",
+        "- **A floor that beats the budget.** The window always keeps the newest 10 messages, "
+        "whatever they cost. With a newest message over 4,000 tokens (one pasted contract), "
+        "`trim_messages` returns an empty history.",
+        "- **Whole question/answer exchanges.** The window grows one exchange at a time and "
+        "stops at the first that does not fit. `start_on=\"human\"` gives `trim_messages` "
+        "the same start edge on a history like this one, but answers before the first "
+        "question are dropped rather than kept as an exchange of their own.",
+        "- **The 25-message cap alongside the token budget.** `trim_messages` has one budget: "
+        "tokens, or messages with `token_counter=len`, not both at once.",
+        "",
+        "What `trim_messages` does that the window does not:",
+        "",
+        "- **Counts per message type.** `count_tokens_approximately` adds the role, the name, "
+        "tool calls and tool-call ids, 3 tokens of overhead a message and 85 tokens an image; "
+        "or `token_counter` can be a chat model's own tokenizer. Ours is `ceil(chars / 4)` of "
+        "the content only.",
+        '- **Other strategies and shapes.** `strategy="first"`, `allow_partial`, '
+        "`include_system` (keep the system prompt), `end_on`, any message type "
+        "(system, tool, function), message-like dicts and tuples, and use as a Runnable.",
+    ]
+
+
+def plot(rows: Sequence[Row], box: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    lengths = [row.messages for row in rows]
+    window_us = [row.window.timing.median_seconds * 1e6 for row in rows]
+    trim_us = [row.trim_messages.timing.median_seconds * 1e6 for row in rows]
+    fig, ax = plt.subplots(figsize=(7.5, 4.8), dpi=150)
+    ax.loglog(lengths, trim_us, "o-", color="tab:orange", label="LangChain trim_messages")
+    ax.loglog(lengths, window_us, "s-", color="tab:blue", label="window (bound_history)")
+    for row, top in zip(rows, trim_us, strict=True):
+        ax.annotate(
+            f"{row.ratio:,.0f}×",
+            (row.messages, top),
+            textcoords="offset points",
+            xytext=(0, 8),
+            ha="center",
+            fontsize=8,
+            color="tab:orange",
+        )
+    ax.set_xlabel("history length (messages)")
+    ax.set_ylabel("median time per call (µs)")
+    ax.set_title("Time per call vs history length (labels: trim/window ratio)")
+    ax.set_xticks(lengths, [f"{n:,}" for n in lengths])
+    low = min(window_us) / 3
+    high = max(trim_us) * 4
+    ax.set_ylim(10 ** math.floor(math.log10(low)), 10 ** math.ceil(math.log10(high)))
+    ax.set_xlim(lengths[0] / 1.6, lengths[-1] * 1.6)
+    ax.grid(True, which="major", alpha=0.4)
+    ax.grid(True, which="minor", alpha=0.12)
+    ax.legend(loc="upper left")
+    fig.text(
+        0.99,
+        0.01,
+        f"{box['cores']} cores, Python {box['python']}, langchain-core {box['langchain_core']}"
+        " — read the ratios; absolute times are context",
+        ha="right",
+        va="bottom",
+        fontsize=7,
+        color="0.4",
+    )
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description="Time the window against LangChain's trim_messages."
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="~0.1 s and 3 calls a cell; writes under .bench/"
+    )
+    parser.add_argument(
+        "--lengths", type=int, nargs="+", default=list(LENGTHS), help="history lengths"
+    )
+    parser.add_argument("--out-dir", type=Path, default=None, help="where the outputs go")
+    args = parser.parse_args(argv)
+    quick: bool = args.quick
+    target_seconds = 0.1 if quick else 1.0
+    min_calls = 3 if quick else 5
+    out_dir: Path = args.out_dir or (QUICK_OUT_DIR if quick else FULL_OUT_DIR)
+
+    rows = [
+        measure(length, target_seconds=target_seconds, min_calls=min_calls)
+        for length in sorted(args.lengths)
+    ]
+    document = results_document(
+        rows, quick=quick, target_seconds=target_seconds, min_calls=min_calls
+    )
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / f"{STEM}.json").write_text(
+        json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
+    (out_dir / f"{STEM}.md").write_text(markdown(rows, document), encoding="utf-8")
+    plot(rows, document["machine"], out_dir / f"{STEM}.png")
+    print()
+    print(markdown(rows, document).split("\n\n")[2].split("\n\n")[0])
+    print(f"\nwrote {out_dir / STEM}.json, .md and .png", flush=True)
+
+
+if __name__ == "__main__":
+    main()

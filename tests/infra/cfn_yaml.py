@@ -1,0 +1,105 @@
+"""Read CloudFormation YAML as plain data, short tags included, and resolve the few intrinsics
+the tests need against deployed values.
+
+``!Ref X`` becomes ``{"Ref": "X"}``, ``!GetAtt A.B`` becomes ``{"Fn::GetAtt": ["A", "B"]}`` and
+every other ``!Fn`` becomes ``{"Fn::Fn": value}``: the long form CloudFormation itself accepts,
+so a test can compare against what a JSON template would say.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+TEMPLATE_DIR = REPO_ROOT / "infra" / "cloudformation"
+TEMPLATE_PATH = TEMPLATE_DIR / "converse-stage.yaml"
+
+
+class CloudFormationLoader(yaml.SafeLoader):
+    """A SafeLoader that knows CloudFormation's short-form intrinsic tags."""
+
+
+def _construct_intrinsic(loader: CloudFormationLoader, tag_suffix: str, node: yaml.Node) -> Any:
+    if isinstance(node, yaml.ScalarNode):
+        value: Any = loader.construct_scalar(node)
+    elif isinstance(node, yaml.SequenceNode):
+        value = loader.construct_sequence(node, deep=True)
+    elif isinstance(node, yaml.MappingNode):
+        value = loader.construct_mapping(node, deep=True)
+    else:  # pragma: no cover - yaml has no other node kinds
+        raise yaml.constructor.ConstructorError(None, None, f"unexpected node {node!r}")
+
+    if tag_suffix == "Ref":
+        return {"Ref": value}
+    if tag_suffix == "Condition":
+        return {"Condition": value}
+    if tag_suffix == "GetAtt" and isinstance(value, str):
+        logical_id, _, attribute = value.partition(".")
+        return {"Fn::GetAtt": [logical_id, attribute]}
+    return {f"Fn::{tag_suffix}": value}
+
+
+CloudFormationLoader.add_multi_constructor("!", _construct_intrinsic)
+
+
+def load_cfn_yaml(path: Path) -> dict[str, Any]:
+    """Parse one CloudFormation YAML template."""
+    document = yaml.load(path.read_text(encoding="utf-8"), Loader=CloudFormationLoader)  # noqa: S506 - a SafeLoader subclass
+    if not isinstance(document, dict):
+        raise TypeError(f"{path} is not a CloudFormation template (top level is not a mapping)")
+    return document
+
+
+def load_template() -> dict[str, Any]:
+    """The converse stage's template."""
+    return load_cfn_yaml(TEMPLATE_PATH)
+
+
+def parameter_default(template: Mapping[str, Any], name: str) -> Any:
+    """A parameter's default, converted to int when the parameter is a Number."""
+    parameter = template["Parameters"][name]
+    default = parameter["Default"]
+    if parameter["Type"] == "Number":
+        return int(default)
+    return default
+
+
+def resolve_intrinsics(value: Any, refs: Mapping[str, Any]) -> Any:
+    """Replace ``Ref`` and ``Fn::GetAtt`` with ``refs["X"]`` / ``refs["A.B"]``, recursively.
+
+    Any other intrinsic, or a reference missing from ``refs``, raises: a test must know every
+    value it sends.
+    """
+    if isinstance(value, list):
+        return [resolve_intrinsics(item, refs) for item in value]
+    if not isinstance(value, dict):
+        return value
+    if set(value) == {"Ref"}:
+        return refs[value["Ref"]]
+    if set(value) == {"Fn::GetAtt"}:
+        logical_id, attribute = value["Fn::GetAtt"]
+        return refs[f"{logical_id}.{attribute}"]
+    intrinsic = [key for key in value if key.startswith("Fn::")]
+    if intrinsic:
+        raise ValueError(f"cannot resolve {intrinsic[0]} here: {value!r}")
+    return {key: resolve_intrinsics(item, refs) for key, item in value.items()}
+
+
+def reference_name(value: Any) -> str:
+    """A readable name for a resource reference: ``ConverseQueue.Arn``, ``PayloadBucket.Arn/*``.
+
+    ``Ref`` gives the logical id, ``GetAtt`` gives ``Id.Attr``, and ``Sub`` gives its string with
+    the ``${...}`` braces removed; anything else raises.
+    """
+    if isinstance(value, dict) and set(value) == {"Ref"}:
+        return str(value["Ref"])
+    if isinstance(value, dict) and set(value) == {"Fn::GetAtt"}:
+        logical_id, attribute = value["Fn::GetAtt"]
+        return f"{logical_id}.{attribute}"
+    if isinstance(value, dict) and set(value) == {"Fn::Sub"} and isinstance(value["Fn::Sub"], str):
+        return value["Fn::Sub"].replace("${", "").replace("}", "")
+    raise ValueError(f"not a resource reference: {value!r}")

@@ -1,0 +1,115 @@
+"""SQS: the converse queue as a source, any queue as a sender."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from worker.adapters.errors import aws_call
+from worker.ports import DeleteFailure, ReceivedMessage
+
+#: What SQS accepts as a MessageGroupId or MessageDeduplicationId.
+_FIFO_TOKEN = re.compile(r"[!-~]{1,128}")
+
+
+def is_fifo(queue_url: str) -> bool:
+    return queue_url.endswith(".fifo")
+
+
+def fifo_token(value: str) -> str:
+    """``value`` itself when SQS accepts it as a FIFO id, else its SHA-256 (same in, same out)."""
+    if _FIFO_TOKEN.fullmatch(value):
+        return value
+    return hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class SqsQueue:
+    """One queue: receive, batch delete, send. Implements MessageSource and MessageSender."""
+
+    def __init__(self, client: Any, url: str) -> None:
+        self._client = client
+        self.url = url
+        self.fifo = is_fifo(url)
+
+    async def receive(self, max_messages: int, wait_seconds: int) -> list[ReceivedMessage]:
+        with aws_call("sqs.ReceiveMessage"):
+            response = await self._client.receive_message(
+                QueueUrl=self.url,
+                MaxNumberOfMessages=max_messages,
+                WaitTimeSeconds=wait_seconds,
+                MessageSystemAttributeNames=["ApproximateReceiveCount"],
+                MessageAttributeNames=["All"],
+            )
+        return [_received(raw) for raw in response.get("Messages", [])]
+
+    async def delete_batch(self, messages: Sequence[ReceivedMessage]) -> list[DeleteFailure]:
+        if not messages:
+            return []
+        entries = [
+            {"Id": str(i), "ReceiptHandle": m.receipt_handle} for i, m in enumerate(messages)
+        ]
+        with aws_call("sqs.DeleteMessageBatch"):
+            response = await self._client.delete_message_batch(QueueUrl=self.url, Entries=entries)
+        return [
+            DeleteFailure(message_id=messages[int(f["Id"])].message_id, code=f.get("Code", "?"))
+            for f in response.get("Failed", [])
+        ]
+
+    async def send(
+        self,
+        body: str,
+        *,
+        group_id: str,
+        deduplication_id: str,
+        attributes: Mapping[str, str | int] | None = None,
+    ) -> str:
+        request: dict[str, Any] = {"QueueUrl": self.url, "MessageBody": body}
+        if attributes:
+            request["MessageAttributes"] = {
+                name: _attribute_value(value) for name, value in attributes.items()
+            }
+        if self.fifo:
+            request["MessageGroupId"] = fifo_token(group_id)
+            request["MessageDeduplicationId"] = fifo_token(deduplication_id)
+        with aws_call("sqs.SendMessage"):
+            response = await self._client.send_message(**request)
+        return str(response["MessageId"])
+
+    async def dead_letter_queue(self) -> SqsQueue | None:
+        """The queue its RedrivePolicy names, or None when it has none."""
+        with aws_call("sqs.GetQueueAttributes"):
+            response = await self._client.get_queue_attributes(
+                QueueUrl=self.url, AttributeNames=["RedrivePolicy"]
+            )
+        policy = response.get("Attributes", {}).get("RedrivePolicy")
+        if not policy:
+            return None
+        arn = json.loads(policy)["deadLetterTargetArn"]
+        _, _, _, _, account, name = arn.split(":", 5)
+        with aws_call("sqs.GetQueueUrl"):
+            found = await self._client.get_queue_url(QueueName=name, QueueOwnerAWSAccountId=account)
+        return SqsQueue(self._client, found["QueueUrl"])
+
+
+def _attribute_value(value: str | int) -> dict[str, str]:
+    if isinstance(value, int):
+        return {"DataType": "Number", "StringValue": str(value)}
+    return {"DataType": "String", "StringValue": value}
+
+
+def _received(raw: Mapping[str, Any]) -> ReceivedMessage:
+    system = raw.get("Attributes", {})
+    attributes = {
+        name: str(value.get("StringValue", ""))
+        for name, value in raw.get("MessageAttributes", {}).items()
+    }
+    return ReceivedMessage(
+        message_id=raw["MessageId"],
+        receipt_handle=raw["ReceiptHandle"],
+        body=raw.get("Body", ""),
+        receive_count=int(system.get("ApproximateReceiveCount", "1")),
+        attributes=attributes,
+    )

@@ -1,0 +1,124 @@
+"""The contract's resources, defined once: ``worker bootstrap``, the demo, the tests and the
+LocalStack compose file all create them from here.
+
+Creation is idempotent: what exists is left as it is.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+#: Receives before SQS moves a message to its dead-letter queue (the redrive backstop).
+MAX_RECEIVE_COUNT = 5
+#: Seconds a received converse command stays invisible; the worker's grace period is shorter.
+CONVERSE_VISIBILITY_TIMEOUT = 60
+#: Fourteen days, SQS's longest retention, on every queue.
+RETENTION_SECONDS = 1_209_600
+#: Attribute DynamoDB's TTL reads on the command records (epoch seconds).
+TTL_ATTRIBUTE = "expires_at"
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSpec:
+    env: str
+    name: str
+    visibility_timeout: int = 30
+
+
+@dataclass(frozen=True, slots=True)
+class Resources:
+    """Names of everything the stage needs, under one prefix."""
+
+    prefix: str = "mira"
+    fifo_model_queue: bool = False
+
+    @property
+    def queues(self) -> tuple[QueueSpec, ...]:
+        model = f"{self.prefix}-model" + (".fifo" if self.fifo_model_queue else "")
+        return (
+            QueueSpec("CONVERSE_QUEUE_URL", f"{self.prefix}-converse", CONVERSE_VISIBILITY_TIMEOUT),
+            QueueSpec("MODEL_QUEUE_URL", model),
+            QueueSpec("COMPACTION_QUEUE_URL", f"{self.prefix}-compaction"),
+        )
+
+    @property
+    def table(self) -> str:
+        return f"{self.prefix}-history"
+
+    @property
+    def bucket(self) -> str:
+        return f"{self.prefix}-payloads"
+
+
+def dead_letter_name(queue_name: str) -> str:
+    if queue_name.endswith(".fifo"):
+        return queue_name.removesuffix(".fifo") + "-dlq.fifo"
+    return queue_name + "-dlq"
+
+
+def queue_attributes(spec: QueueSpec, *, fifo: bool) -> dict[str, str]:
+    attributes = {
+        "VisibilityTimeout": str(spec.visibility_timeout),
+        "MessageRetentionPeriod": str(RETENTION_SECONDS),
+        "SqsManagedSseEnabled": "true",
+    }
+    if fifo:
+        attributes["FifoQueue"] = "true"
+    return attributes
+
+
+async def create_resources(
+    sqs: Any, dynamodb: Any, s3: Any, resources: Resources, *, region: str
+) -> dict[str, str]:
+    """Create the queues (each with a DLQ and redrive), the table and the bucket if absent.
+
+    Returns the environment lines that point the stage at them.
+    """
+    env: dict[str, str] = {}
+    for spec in resources.queues:
+        fifo = spec.name.endswith(".fifo")
+        dlq = await sqs.create_queue(
+            QueueName=dead_letter_name(spec.name),
+            Attributes=queue_attributes(QueueSpec(spec.env, spec.name), fifo=fifo),
+        )
+        dlq_arn = (
+            await sqs.get_queue_attributes(QueueUrl=dlq["QueueUrl"], AttributeNames=["QueueArn"])
+        )["Attributes"]["QueueArn"]
+        attributes = queue_attributes(spec, fifo=fifo)
+        attributes["RedrivePolicy"] = json.dumps(
+            {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": str(MAX_RECEIVE_COUNT)}
+        )
+        queue = await sqs.create_queue(QueueName=spec.name, Attributes=attributes)
+        env[spec.env] = queue["QueueUrl"]
+
+    existing_tables = (await dynamodb.list_tables())["TableNames"]
+    if resources.table not in existing_tables:
+        await dynamodb.create_table(
+            TableName=resources.table,
+            KeySchema=[
+                {"AttributeName": "pk", "KeyType": "HASH"},
+                {"AttributeName": "sk", "KeyType": "RANGE"},
+            ],
+            AttributeDefinitions=[
+                {"AttributeName": "pk", "AttributeType": "S"},
+                {"AttributeName": "sk", "AttributeType": "S"},
+            ],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        await dynamodb.get_waiter("table_exists").wait(TableName=resources.table)
+        await dynamodb.update_time_to_live(
+            TableName=resources.table,
+            TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE},
+        )
+    env["HISTORY_TABLE"] = resources.table
+
+    existing_buckets = {b["Name"] for b in (await s3.list_buckets()).get("Buckets", [])}
+    if resources.bucket not in existing_buckets:
+        create: dict[str, Any] = {"Bucket": resources.bucket}
+        if region != "us-east-1":
+            create["CreateBucketConfiguration"] = {"LocationConstraint": region}
+        await s3.create_bucket(**create)
+    env["PAYLOAD_BUCKET"] = resources.bucket
+    return env

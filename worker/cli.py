@@ -1,0 +1,76 @@
+"""``worker run`` (the consumer), ``worker bootstrap`` (create the resources), ``worker demo``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+from collections.abc import Sequence
+
+from worker.bootstrap import Resources, create_resources
+from worker.logs import configure_logging
+from worker.settings import ConfigError, load_settings
+
+EXIT_CONFIG = 2
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="worker", description="Mira's converse stage.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("run", help="consume converse commands until SIGTERM/SIGINT")
+    boot = commands.add_parser(
+        "bootstrap", help="create the queues, table and bucket on the configured endpoint"
+    )
+    boot.add_argument("--prefix", default="mira", help="resource name prefix (default: mira)")
+    boot.add_argument("--fifo-model-queue", action="store_true", help="make the model queue FIFO")
+    demo = commands.add_parser("demo", help="the stage on a local moto server, with a demo matter")
+    demo.add_argument("--once", action="store_true", help="stop after the first prompt and fold")
+    args = parser.parse_args(argv)
+
+    try:
+        if args.command == "run":
+            return _run()
+        if args.command == "bootstrap":
+            resources = Resources(prefix=args.prefix, fifo_model_queue=args.fifo_model_queue)
+            for name, value in asyncio.run(_bootstrap(resources)).items():
+                print(f"{name}={value}")
+            return 0
+        from worker.demo import run_demo
+
+        return run_demo(once=args.once)
+    except ConfigError as exc:
+        print(f"worker: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+
+
+def _run() -> int:
+    settings = load_settings()
+    configure_logging(settings.log_format)
+
+    async def consume() -> None:
+        from worker.runtime import run_worker
+
+        stopping = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stopping.set)
+        await run_worker(settings, stopping)
+
+    asyncio.run(consume())
+    return 0
+
+
+async def _bootstrap(resources: Resources) -> dict[str, str]:
+    from worker.runtime import aws_clients
+
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+    async with aws_clients() as clients:
+        return await create_resources(
+            clients.sqs, clients.dynamodb, clients.s3, resources, region=region
+        )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

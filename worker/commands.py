@@ -1,0 +1,99 @@
+"""The wire formats of the contract: the converse command in, the prompt payload and the
+compaction request out. Parsing never echoes the body: reasons name fields, not values.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from worker.errors import RejectedCommand
+from worker.memory import CompactionPlan, FoldState, Window
+
+#: Characters SQS refuses in a body: lone surrogates and the two non-characters.
+_SQS_UNSAFE = re.compile("[\ud800-\udfff\ufffe\uffff]")
+
+
+class ConverseCommand(BaseModel):
+    """``{"type": "converse", "command_id", "conversation_id", "message", "sent_at"?}``."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore", strict=True)
+
+    type: Literal["converse"]
+    command_id: str = Field(min_length=1, max_length=128)
+    conversation_id: str = Field(min_length=1, max_length=256)
+    message: str = Field(min_length=1)
+    sent_at: str | None = None
+
+
+def parse_command(body: str) -> ConverseCommand:
+    """Parse a converse command, or raise :class:`RejectedCommand` with a content-free reason."""
+    try:
+        data = json.loads(body)
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
+        reason = "body is not valid JSON"
+        if isinstance(exc, json.JSONDecodeError):
+            reason += f" ({exc.msg} at position {exc.pos})"
+        raise RejectedCommand(reason) from None
+    if not isinstance(data, dict):
+        raise RejectedCommand(f"body is a JSON {type(data).__name__}, not an object")
+    try:
+        return ConverseCommand.model_validate(data)
+    except ValidationError as exc:
+        raise RejectedCommand(describe_invalid(exc)) from None
+
+
+def describe_invalid(exc: ValidationError) -> str:
+    """``field: what is wrong`` for each error, without the offending values."""
+    parts = []
+    for error in exc.errors(include_input=False, include_url=False, include_context=False):
+        where = ".".join(str(p) for p in error["loc"]) or "body"
+        parts.append(f"{where}: {error['msg']}")
+    return "invalid command: " + "; ".join(parts)
+
+
+def prompt_payload(command: ConverseCommand, window: Window, state: FoldState) -> dict[str, Any]:
+    """The contract's prompt payload; ``message`` is the command's, exactly as received."""
+    memory = (
+        {"summary": state.summary, "folded_through": state.folded_through}
+        if state.summary is not None
+        else None
+    )
+    return {
+        "type": "prompt",
+        "command_id": command.command_id,
+        "conversation_id": command.conversation_id,
+        "memory": memory,
+        "history": [{"seq": m.seq, "role": m.role, "content": m.content} for m in window.messages],
+        "message": command.message,
+        "window": {
+            "kept": window.kept,
+            "dropped": window.dropped,
+            "trimmed": window.trimmed,
+            "estimated_tokens": window.estimated_tokens,
+        },
+    }
+
+
+def compaction_request(
+    command: ConverseCommand, plan: CompactionPlan
+) -> dict[str, str | int | None]:
+    return {
+        "type": "compact",
+        "conversation_id": command.conversation_id,
+        "folded_through": plan.folded_through,
+        "through": plan.through,
+        "unfolded_tokens": plan.unfolded_tokens,
+        "command_id": command.command_id,
+    }
+
+
+def encode_body(document: object) -> str:
+    """Compact JSON, UTF-8 as written; ASCII-escaped only where SQS would refuse a character."""
+    body = json.dumps(document, ensure_ascii=False, separators=(",", ":"))
+    if _SQS_UNSAFE.search(body):
+        body = json.dumps(document, separators=(",", ":"))
+    return body

@@ -1,0 +1,201 @@
+"""``make run``: the stage on an embedded moto server, with a long demo matter conversation.
+
+Starts moto on 127.0.0.1 (no AWS account needed), creates the resources, seeds a matter
+long enough that the window drops, trims and asks for a fold, sends one converse command,
+then runs the worker and prints what reaches the model and compaction queues. Content is
+abbreviated on this console only; the payload on the queue is whole.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+from collections.abc import Iterator
+from typing import Any
+
+from worker.adapters.dynamodb import STATE_KEY, message_key
+from worker.bootstrap import Resources, create_resources
+from worker.logs import configure_logging
+from worker.settings import load_settings
+
+CONVERSATION_ID = "matter-1187"
+FOLDED_THROUGH = 34
+SUMMARY = (
+    "Counsel acts for Northwind (buyer) under a 2024 master supply agreement with Contoso. "
+    "Agreed so far: the governing law is English law; notices go to the registered office."
+)
+QUESTIONS = [
+    "Summarise the supplier's delivery obligations under clause {n}.",
+    "Does clause {n} allow the buyer to withhold payment for late delivery?",
+    "How does the limitation of liability in clause {n} interact with the indemnity?",
+    "Draft a short note to the client on the risk in clause {n}.",
+]
+ANSWER = (
+    "Under clause {n} the supplier must deliver in accordance with the agreed schedule; "
+    "time is of the essence only where the order says so. The buyer's remedies are a "
+    "service credit and, after a cure period of 30 days, termination for material breach. "
+    "Nothing in clause {n} excludes the general right to damages, but the cap in clause 18 "
+    "applies. I would flag the interaction with the force majeure carve-out to the client."
+)
+
+
+def _contract() -> str:
+    clauses = (
+        f"{n}. The Supplier shall perform its obligations under this clause {n} with "
+        "reasonable skill and care, in accordance with Good Industry Practice, and shall "
+        "notify the Buyer in writing of any anticipated delay without undue delay.\n"
+        for n in range(1, 160)
+    )
+    return "MASTER SUPPLY AGREEMENT (extract pasted by counsel)\n" + "".join(clauses)
+
+
+def demo_history(length: int = 56) -> Iterator[tuple[int, str, str]]:
+    """(seq, role, content) oldest first; one pasted contract inside the window."""
+    for seq in range(1, length + 1):
+        n = seq // 2 + 3
+        if seq % 2:
+            text = QUESTIONS[(seq // 2) % len(QUESTIONS)].format(n=n)
+            if seq == length - 7:
+                text = "Here is the agreement; what does clause 14.2 say?\n" + _contract()
+            yield seq, "user", text
+        else:
+            yield seq, "assistant", ANSWER.format(n=n)
+
+
+async def seed(dynamodb: Any, table: str) -> None:
+    items: list[dict[str, Any]] = [
+        {
+            "pk": {"S": CONVERSATION_ID},
+            "sk": {"S": message_key(seq)},
+            "seq": {"N": str(seq)},
+            "role": {"S": role},
+            "content": {"S": content},
+        }
+        for seq, role, content in demo_history()
+    ]
+    items.append(
+        {
+            "pk": {"S": CONVERSATION_ID},
+            "sk": {"S": STATE_KEY},
+            "folded_through": {"N": str(FOLDED_THROUGH)},
+            "fold_summary": {"S": SUMMARY},
+        }
+    )
+    for start in range(0, len(items), 25):
+        batch = [{"PutRequest": {"Item": item}} for item in items[start : start + 25]]
+        await dynamodb.batch_write_item(RequestItems={table: batch})
+
+
+def abbreviate(payload: Any, width: int = 72) -> Any:
+    """The payload with every long string cut for the console (never for the queue)."""
+    if isinstance(payload, dict):
+        return {key: abbreviate(value, width) for key, value in payload.items()}
+    if isinstance(payload, list):
+        return [abbreviate(value, width) for value in payload]
+    if isinstance(payload, str) and len(payload) > width:
+        flat = payload.replace("\n", "⏎")
+        return f"{flat[:width]}… ({len(payload):,} chars)"
+    return payload
+
+
+async def tap(sqs: Any, queue_url: str, title: str, seen: asyncio.Event) -> None:
+    """Print what arrives on an output queue (a stand-in for the next stage)."""
+    while True:
+        response = await sqs.receive_message(QueueUrl=queue_url, WaitTimeSeconds=1)
+        for message in response.get("Messages", []):
+            body = json.loads(message["Body"])
+            shown = json.dumps(abbreviate(body), indent=2, ensure_ascii=False)
+            print(f"\n──── {title} ────\n{shown}\n", flush=True)
+            await sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
+            seen.set()
+
+
+def _environment(endpoint: str) -> None:
+    os.environ["AWS_ENDPOINT_URL"] = endpoint
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "LOG_FORMAT": "console",
+        "RECEIVE_WAIT_SECONDS": "2",
+    }.items():
+        os.environ.setdefault(name, value)
+
+
+def run_demo(*, once: bool = False) -> int:
+    try:
+        from moto.server import ThreadedMotoServer
+    except ImportError:  # pragma: no cover - the dev extra installs it
+        print("worker demo needs moto: run `make install` first")
+        return 1
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        endpoint = f"http://{host}:{port}"
+        _environment(endpoint)
+        print(f"moto server on {endpoint} (AWS_ENDPOINT_URL)")
+        return asyncio.run(_demo(once=once))
+    finally:
+        server.stop()
+
+
+async def _demo(*, once: bool) -> int:
+    from worker.runtime import aws_clients, run_worker
+
+    async with aws_clients() as clients:
+        env = await create_resources(
+            clients.sqs, clients.dynamodb, clients.s3, Resources(), region="us-east-1"
+        )
+        os.environ.update(env)
+        settings = load_settings()
+        configure_logging(settings.log_format)
+        await seed(clients.dynamodb, settings.history_table)
+        count = sum(1 for _ in demo_history())
+        print(f"seeded {CONVERSATION_ID}: {count} messages, folded through {FOLDED_THROUGH}")
+        command = {
+            "type": "converse",
+            "command_id": "c-demo-1",
+            "conversation_id": CONVERSATION_ID,
+            "message": "Given all that, can the buyer terminate under clause 14.2 now?",
+            "sent_at": "2026-11-30T09:00:00Z",
+        }
+        await clients.sqs.send_message(
+            QueueUrl=settings.converse_queue_url, MessageBody=json.dumps(command)
+        )
+        print("sent converse command c-demo-1; the worker runs until Ctrl-C\n")
+
+        stopping = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stopping.set)
+        prompt_seen, fold_seen = asyncio.Event(), asyncio.Event()
+        taps = [
+            asyncio.create_task(
+                tap(clients.sqs, env["MODEL_QUEUE_URL"], "prompt payload", prompt_seen)
+            ),
+            asyncio.create_task(
+                tap(clients.sqs, env["COMPACTION_QUEUE_URL"], "compaction request", fold_seen)
+            ),
+        ]
+        if once:
+            taps.append(asyncio.create_task(_stop_when_all_set(stopping, prompt_seen, fold_seen)))
+        try:
+            await run_worker(settings, stopping)
+        finally:
+            for task in taps:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+    return 0
+
+
+async def _stop_when_all_set(stopping: asyncio.Event, *events: asyncio.Event) -> None:
+    for event in events:
+        await event.wait()
+    stopping.set()

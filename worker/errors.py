@@ -1,0 +1,39 @@
+"""The stage's one error tree. Each error decides what happens to the message that raised it.
+
+::
+
+    WorkerError
+     ├── RejectedCommand      the command can never be served: to the DLQ with the reason, at once
+     └── RetryableError       the command may succeed later: back to the queue, with backoff
+          ├── StoreUnavailable       DynamoDB/SQS/S3 throttled, timed out, 5xx or unreachable
+          └── PayloadTooLarge        a payload above the inline limit and no PAYLOAD_BUCKET
+
+Adapters translate botocore errors at the boundary (``raise … from exc``); no botocore
+type leaves them. Messages never carry message content, summaries or command bodies.
+"""
+
+from __future__ import annotations
+
+
+class WorkerError(Exception):
+    """Base of every error the stage raises on purpose."""
+
+
+class RejectedCommand(WorkerError):
+    """The command is invalid and will stay invalid: it goes to the dead-letter queue."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class RetryableError(WorkerError):
+    """A failure that may pass: the message returns to the queue and is tried again."""
+
+
+class StoreUnavailable(RetryableError):
+    """An AWS call failed in a way worth retrying (throttling, timeout, 5xx, connection)."""
+
+
+class PayloadTooLarge(RetryableError):
+    """A payload is over ``PAYLOAD_INLINE_MAX_BYTES`` and ``PAYLOAD_BUCKET`` is not set."""

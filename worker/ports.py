@@ -1,0 +1,82 @@
+"""The small interfaces the stage talks through. Adapters implement them over aioboto3;
+the unit tests implement them in memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Protocol
+
+from worker.memory import CompactionPlan, FoldState, HistoryMessage
+
+
+@dataclass(frozen=True, slots=True)
+class ReceivedMessage:
+    """One SQS message as received: its body, handle and delivery count."""
+
+    message_id: str
+    receipt_handle: str
+    body: str
+    receive_count: int = 1
+    attributes: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryPage:
+    """One Query's worth of a conversation: the fold state and the newest messages.
+
+    ``malformed`` holds one reason per stored message item that was left out.
+    """
+
+    state: FoldState
+    messages: tuple[HistoryMessage, ...]
+    malformed: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteFailure:
+    message_id: str
+    code: str
+
+
+class HistoryStore(Protocol):
+    async def load_page(self, conversation_id: str, limit: int) -> HistoryPage:
+        """The state item and the newest messages, newest first, in one read."""
+        ...
+
+
+class FoldClaims(Protocol):
+    async def claim_compaction(
+        self, conversation_id: str, plan: CompactionPlan, *, now: datetime, retry_after: timedelta
+    ) -> bool:
+        """Mark a request as pending unless another is; True if this caller won the claim."""
+        ...
+
+    async def release_compaction(
+        self, conversation_id: str, plan: CompactionPlan, *, claimed_at: datetime
+    ) -> None:
+        """Undo this caller's claim (its request could not be sent)."""
+        ...
+
+
+class MessageSender(Protocol):
+    async def send(
+        self,
+        body: str,
+        *,
+        group_id: str,
+        deduplication_id: str,
+        attributes: Mapping[str, str | int] | None = None,
+    ) -> str:
+        """Send one message; returns its message id."""
+        ...
+
+
+class MessageSource(Protocol):
+    async def receive(self, max_messages: int, wait_seconds: int) -> list[ReceivedMessage]: ...
+
+    async def delete_batch(self, messages: Sequence[ReceivedMessage]) -> list[DeleteFailure]:
+        """Delete up to ten messages; returns the entries SQS refused."""
+        ...

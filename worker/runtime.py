@@ -1,0 +1,91 @@
+"""Wiring: aioboto3 clients, adapters, the stage and the consumer, for one worker process."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import aioboto3
+from aiobotocore.config import AioConfig
+
+from worker.adapters.dynamodb import DynamoHistoryStore
+from worker.adapters.sqs import SqsQueue
+from worker.consumer import Consumer, _backoff, _sleep_unless
+from worker.errors import StoreUnavailable
+from worker.logs import get_logger
+from worker.settings import ConfigError, Settings
+from worker.stage import ConverseStage
+
+log = get_logger()
+
+
+@dataclass(frozen=True, slots=True)
+class Clients:
+    sqs: Any
+    dynamodb: Any
+    s3: Any
+
+
+@asynccontextmanager
+async def aws_clients(pool_size: int = 50) -> AsyncIterator[Clients]:
+    """One client per service for the whole process (endpoint and region from boto's env)."""
+    config = AioConfig(
+        max_pool_connections=pool_size,
+        retries={"mode": "standard", "max_attempts": 3},
+        connect_timeout=5,
+        read_timeout=30,  # above the 20 s long poll
+    )
+    session = aioboto3.Session()
+    async with AsyncExitStack() as stack:
+        yield Clients(
+            sqs=await stack.enter_async_context(session.client("sqs", config=config)),
+            dynamodb=await stack.enter_async_context(session.client("dynamodb", config=config)),
+            s3=await stack.enter_async_context(session.client("s3", config=config)),
+        )
+
+
+async def resolve_dead_letter_queue(converse: SqsQueue, stopping: asyncio.Event) -> SqsQueue | None:
+    """The converse queue's DLQ, waiting out an unreachable endpoint; None if stopped first."""
+    failures = 0
+    while not stopping.is_set():
+        try:
+            dlq = await converse.dead_letter_queue()
+        except StoreUnavailable as exc:
+            failures += 1
+            log.warning("clerk.converse_startup_retry", error=str(exc))
+            await _sleep_unless(stopping, _backoff(failures))
+            continue
+        if dlq is None:
+            raise ConfigError(
+                "CONVERSE_QUEUE_URL: the queue has no RedrivePolicy, so rejected commands "
+                "would have nowhere to go; give it a dead-letter queue"
+            )
+        return dlq
+    return None
+
+
+async def run_worker(settings: Settings, stopping: asyncio.Event) -> None:
+    """Run one consumer until ``stopping`` is set; raises ConfigError on a bad deployment."""
+    async with aws_clients(pool_size=max(10, settings.worker_concurrency + 10)) as clients:
+        converse = SqsQueue(clients.sqs, settings.converse_queue_url)
+        dead_letters = await resolve_dead_letter_queue(converse, stopping)
+        if dead_letters is None:
+            return
+        stage = ConverseStage(
+            history=DynamoHistoryStore(clients.dynamodb, settings.history_table),
+            model_queue=SqsQueue(clients.sqs, settings.model_queue_url),
+            compaction_queue=SqsQueue(clients.sqs, settings.compaction_queue_url),
+            settings=settings,
+        )
+        consumer = Consumer(
+            source=converse,
+            stage=stage,
+            dead_letters=dead_letters,
+            concurrency=settings.worker_concurrency,
+            wait_seconds=settings.receive_wait_seconds,
+            grace_seconds=settings.shutdown_grace_seconds,
+        )
+        await consumer.run(stopping)
