@@ -21,6 +21,7 @@ lint: install
 	$(BIN)/ruff check worker tests bench
 	$(BIN)/ruff format --check worker tests bench
 	$(BIN)/mypy
+	$(BIN)/cfn-lint infra/cloudformation/*.yaml
 
 test: lint
 	$(BIN)/pytest
@@ -32,7 +33,9 @@ integration: install
 	$(BIN)/pytest tests/integration
 
 bench: install
+	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
 	$(BIN)/python -m bench.window_bench
+	$(BIN)/python -m bench.compare_trim_messages
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

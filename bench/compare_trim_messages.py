@@ -14,8 +14,8 @@ Each cell is the median of single timed calls after one untimed warm-up call: at
 least 5 calls and about 1 s of calls (at least 3 when one call takes over 0.5 s).
 The garbage collector stays on, as in production. Run::
 
-    .venv/bin/python -m bench.compare_trim_messages            # ~1 min, writes docs/benchmarks/
-    .venv/bin/python -m bench.compare_trim_messages --quick    # ~10 s, writes .bench/
+    .venv/bin/python -m bench.compare_trim_messages            # ~15 s, writes docs/benchmarks/
+    .venv/bin/python -m bench.compare_trim_messages --quick    # ~5 s, writes .bench/
 
 Outputs: ``trim_messages.json`` (raw figures and the machine), ``trim_messages.md`` (the
 table and what each side does that the other does not) and ``trim_messages.png`` (log-log
@@ -33,7 +33,7 @@ import platform
 import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from importlib.metadata import version
@@ -44,7 +44,14 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, trim_m
 from langchain_core.messages.utils import count_tokens_approximately
 
 from bench.window_bench import make_history
-from worker.memory import HistoryMessage, WindowLimits, bound_history, estimate_tokens
+from worker.memory import (
+    HistoryMessage,
+    Window,
+    WindowLimits,
+    bound_history,
+    estimate_tokens,
+    trim_message,
+)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FULL_OUT_DIR = REPO_ROOT / "docs" / "benchmarks"
@@ -53,6 +60,8 @@ STEM = "trim_messages"
 
 LENGTHS = (100, 1_000, 10_000, 100_000)
 MAX_TOKENS = 4000  # the same budget as WindowLimits().max_tokens
+#: Messages in the page the worker reads: Limit = max_messages + 2 items, one is ``state``.
+PAGE_MESSAGES = WindowLimits().max_messages + 1
 SLOW_CALL_SECONDS = 0.5  # a cell whose warm-up call takes longer needs only 3 calls
 MAX_CALLS = 200_000
 COMMAND = ".venv/bin/python -m bench.compare_trim_messages"
@@ -75,6 +84,8 @@ class WindowCell:
     trimmed: int
     oldest_kept_seq: int | None
     estimated_tokens: int  # our estimate of what was kept, after trimming
+    closed_by: str  # why the window ends where it does, re-derived for the report
+    read: int  # messages the window took from its input (it reads lazily)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +132,45 @@ def time_calls(call: Callable[[], object], *, target_seconds: float, min_calls: 
     )
 
 
+def closed_by(newest_first: Sequence[HistoryMessage], window: Window, limits: WindowLimits) -> str:
+    """Why the window ends where it does: re-derived from the next older exchange."""
+    if window.floor_overrode_budget:
+        return "the floor alone was over the budget"
+    exchange: list[HistoryMessage] = []
+    for message in newest_first[window.kept :]:
+        exchange.append(message)
+        if message.role == "user":
+            break
+    if not exchange:
+        return "the history ran out"
+    if window.kept + len(exchange) > limits.max_messages:
+        return (
+            f"the next whole exchange ({len(exchange)} messages) would have taken it past "
+            f"the {limits.max_messages}-message cap"
+        )
+    tokens = sum(
+        estimate_tokens(trim_message(m.content, limits.message_max_tokens)) for m in exchange
+    )
+    return (
+        f"the next whole exchange ({tokens:,} tokens) would have taken it past "
+        f"the {limits.max_tokens:,}-token budget"
+    )
+
+
+def messages_read(newest_first: Sequence[HistoryMessage], limits: WindowLimits) -> int:
+    """How many messages one window call pulls from its input."""
+    count = 0
+
+    def counting() -> Iterator[HistoryMessage]:
+        nonlocal count
+        for message in newest_first:
+            count += 1
+            yield message
+
+    bound_history(counting(), limits)
+    return count
+
+
 def to_langchain(newest_first: Sequence[HistoryMessage]) -> list[BaseMessage]:
     """The same history oldest first, as LangChain messages sharing the content strings."""
     return [
@@ -139,11 +189,13 @@ def run_trim(messages: list[BaseMessage]) -> list[BaseMessage]:
     )
 
 
-def measure(length: int, *, target_seconds: float, min_calls: int) -> Row:
+def measure(
+    newest_first: list[HistoryMessage], label: str, *, target_seconds: float, min_calls: int
+) -> Row:
+    """Time both sides on one history (``newest_first``, seqs dense) and record what each kept."""
     limits = WindowLimits()
-    print(f"[{length:>7,}] building the history (both shapes)…", flush=True)
-    newest_first = make_history(length)
     oldest_first = to_langchain(newest_first)
+    seqs_oldest_first = [m.seq for m in reversed(newest_first)]
 
     gc.collect()
     window_timing = time_calls(
@@ -153,7 +205,7 @@ def measure(length: int, *, target_seconds: float, min_calls: int) -> Row:
     )
     window = bound_history(newest_first, limits)
     print(
-        f"[{length:>7,}] window         {window_timing.median_seconds * 1e6:>12,.1f} µs/call"
+        f"[{label}] window         {window_timing.median_seconds * 1e6:>12,.1f} µs/call"
         f"  ({window_timing.calls:,} calls)  kept {window.kept}",
         flush=True,
     )
@@ -164,13 +216,14 @@ def measure(length: int, *, target_seconds: float, min_calls: int) -> Row:
     )
     trimmed = run_trim(oldest_first)
     print(
-        f"[{length:>7,}] trim_messages  {trim_timing.median_seconds * 1e6:>12,.1f} µs/call"
+        f"[{label}] trim_messages  {trim_timing.median_seconds * 1e6:>12,.1f} µs/call"
         f"  ({trim_timing.calls:,} calls)  kept {len(trimmed)}",
         flush=True,
     )
 
+    trim_oldest = seqs_oldest_first[len(oldest_first) - len(trimmed)] if trimmed else None
     row = Row(
-        messages=length,
+        messages=len(newest_first),
         window=WindowCell(
             timing=window_timing,
             kept=window.kept,
@@ -178,20 +231,36 @@ def measure(length: int, *, target_seconds: float, min_calls: int) -> Row:
             trimmed=window.trimmed,
             oldest_kept_seq=window.oldest_seq,
             estimated_tokens=window.estimated_tokens,
+            closed_by=closed_by(newest_first, window, limits),
+            read=messages_read(newest_first, limits),
         ),
         trim_messages=TrimCell(
             timing=trim_timing,
             kept=len(trimmed),
-            dropped=length - len(trimmed),
-            oldest_kept_seq=length - len(trimmed) + 1 if trimmed else None,
+            dropped=trim_oldest - 1 if trim_oldest is not None else newest_first[0].seq,
+            oldest_kept_seq=trim_oldest,
             counted_tokens=count_tokens_approximately(trimmed),
             estimated_tokens=sum(estimate_tokens(str(m.content)) for m in trimmed),
         ),
     )
-    print(f"[{length:>7,}] ratio trim/window: {row.ratio:,.0f}x", flush=True)
-    del newest_first, oldest_first
-    gc.collect()
+    print(f"[{label}] ratio trim/window: {row.ratio:,.0f}x", flush=True)
     return row
+
+
+def measure_length(length: int, *, target_seconds: float, min_calls: int) -> Row:
+    label = f"{length:>7,}"
+    print(f"[{label}] building the history (both shapes)…", flush=True)
+    return measure(make_history(length), label, target_seconds=target_seconds, min_calls=min_calls)
+
+
+def measure_page(*, target_seconds: float, min_calls: int) -> Row:
+    """Both sides on one page only: the newest ``PAGE_MESSAGES``, as the worker's Query reads.
+
+    Context for the table, not part of it: it separates the cost of reading the whole
+    history from the cost of the work on what is kept.
+    """
+    page = make_history(LENGTHS[0])[:PAGE_MESSAGES]
+    return measure(page, "   page", target_seconds=target_seconds, min_calls=min_calls)
 
 
 def cpu_model() -> str:
@@ -217,7 +286,7 @@ def machine() -> dict[str, Any]:
 
 
 def results_document(
-    rows: Sequence[Row], *, quick: bool, target_seconds: float, min_calls: int
+    rows: Sequence[Row], page: Row, *, quick: bool, target_seconds: float, min_calls: int
 ) -> dict[str, Any]:
     limits = WindowLimits()
     return {
@@ -241,10 +310,15 @@ def results_document(
                 f"(at least 3 when a call takes over {SLOW_CALL_SECONDS} s); gc on"
             ),
         },
-        "results": [
-            {"messages": row.messages, **asdict(row), "ratio_trim_over_window": row.ratio}
-            for row in rows
-        ],
+        "results": [{**asdict(row), "ratio_trim_over_window": row.ratio} for row in rows],
+        "page_only": {
+            "what": (
+                f"both sides on the newest {PAGE_MESSAGES} messages only (the page the "
+                "worker's one Query returns, without the state item); context, not in the table"
+            ),
+            **asdict(page),
+            "ratio_trim_over_window": page.ratio,
+        },
     }
 
 
@@ -253,16 +327,8 @@ def _us(seconds: float) -> str:
     return f"{micro:,.1f}" if micro < 100 else f"{micro:,.0f}"
 
 
-def markdown(rows: Sequence[Row], document: dict[str, Any]) -> str:
-    box = document["machine"]
-    by_length = {row.messages: row for row in rows}
+def table(rows: Sequence[Row]) -> list[str]:
     lines = [
-        "<!-- generated by bench/compare_trim_messages.py; edit the script, not this file -->",
-        "",
-        f"Time per call of the window (`bound_history`) and of LangChain's `trim_messages` "
-        f"(langchain-core {box['langchain_core']}) on the same synthetic histories, "
-        f"both with a {MAX_TOKENS:,}-token budget.",
-        "",
         "| messages | window µs/call | trim_messages µs/call | ratio (trim/window) "
         "| kept by window | kept by trim_messages |",
         "| ---: | ---: | ---: | ---: | ---: | ---: |",
@@ -273,7 +339,27 @@ def markdown(rows: Sequence[Row], document: dict[str, Any]) -> str:
             f"| {_us(row.trim_messages.timing.median_seconds)} | {row.ratio:,.0f}× "
             f"| {row.window.kept} | {row.trim_messages.kept} |"
         )
-    lines += ["", *_verdict(by_length), "", *_kept_note(rows), "", *_notes(box, document)]
+    return lines
+
+
+def markdown(rows: Sequence[Row], page: Row, document: dict[str, Any]) -> str:
+    box = document["machine"]
+    by_length = {row.messages: row for row in rows}
+    lines = [
+        "<!-- generated by bench/compare_trim_messages.py; edit the script, not this file -->",
+        "",
+        f"Time per call of the window (`bound_history`) and of LangChain's `trim_messages` "
+        f"(langchain-core {box['langchain_core']}) on the same synthetic histories, "
+        f"both with a {MAX_TOKENS:,}-token budget. Reproduce: `{document['command']}`.",
+        "",
+        *table(rows),
+        "",
+        *_verdict(by_length),
+        "",
+        *_kept_note(rows),
+        "",
+        *_notes(rows, box, page, document),
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -283,7 +369,7 @@ def _verdict(by_length: dict[int, Row]) -> list[str]:
         ratio = by_length[10_000].ratio
         met = "met" if ratio >= 100 else "NOT met"
         lines.append(
-            f"- Target \"window ≥ 100× faster than trim_messages at 10,000 messages\": {met} "
+            f'- Target "window ≥ 100× faster than trim_messages at 10,000 messages": {met} '
             f"({ratio:,.0f}×)."
         )
     shortest, longest = min(by_length), max(by_length)
@@ -298,7 +384,7 @@ def _verdict(by_length: dict[int, Row]) -> list[str]:
         )
         flat = "flat" if window_growth < 2 else "NOT flat"
         lines.append(
-            f"- Target \"window flat from {shortest:,} to {longest:,} messages\": {flat} "
+            f'- Target "window flat from {shortest:,} to {longest:,} messages": {flat} '
             f"(cost at {longest:,} / cost at {shortest:,} = {window_growth:.2f}×; "
             f"trim_messages: {trim_growth:,.0f}×)."
         )
@@ -308,20 +394,25 @@ def _verdict(by_length: dict[int, Row]) -> list[str]:
 def _kept_note(rows: Sequence[Row]) -> list[str]:
     row = rows[-1]
     window, trim = row.window, row.trim_messages
+    same = all((r.window.kept, r.trim_messages.kept) == (window.kept, trim.kept) for r in rows)
+    where = (
+        "The same at every length (the newest messages of these histories are identical): "
+        if same
+        else f"At {row.messages:,} messages: "
+    )
     return [
-        "What each kept (the same at every length: the newest messages of these histories "
-        f"are identical). The window kept {window.kept} messages, {window.estimated_tokens:,} "
-        f"tokens by our estimate, {window.trimmed} of them trimmed: it stopped at the "
-        f"{WindowLimits().max_messages}-message cap, since the next whole exchange would have "
-        f"made {window.kept + 2}. trim_messages kept {trim.kept} whole messages, "
-        f"{trim.counted_tokens:,} tokens by `count_tokens_approximately` (which adds the role "
-        f"and 3 tokens a message), {trim.estimated_tokens:,} by our estimate. Neither kept a "
-        "30,000-character paste here; the window would have kept one trimmed, trim_messages "
-        "only whole.",
+        f"{where}the window kept {window.kept} messages, {window.estimated_tokens:,} tokens "
+        f"by our estimate, {window.trimmed} of them trimmed; {window.closed_by}. "
+        f"`trim_messages` kept {trim.kept} whole messages, {trim.counted_tokens:,} tokens by "
+        "`count_tokens_approximately` (content, role and 3 tokens a message), "
+        f"{trim.estimated_tokens:,} by our estimate.",
     ]
 
 
-def _notes(box: dict[str, Any], document: dict[str, Any]) -> list[str]:
+def _notes(
+    rows: Sequence[Row], box: dict[str, Any], page: Row, document: dict[str, Any]
+) -> list[str]:
+    read = max(row.window.read for row in rows)
     return [
         "**Read the ratios; absolute times are context.** Measured "
         f"{document['measured_at'][:10]} on {box['cores']} cores ({box['cpu']}), "
@@ -329,11 +420,16 @@ def _notes(box: dict[str, Any], document: dict[str, Any]) -> list[str]:
         f"{document['method']['timing']}. Inputs are built once, outside the timing, and "
         "share the same strings: ours newest first (as the store's Query returns it), "
         "theirs oldest first (as LangChain takes it). The window stops reading once it is "
-        "closed (at most 26 messages), while `trim_messages` copies, reverses and counts the "
-        "whole list before it binary-searches the cut, so its cost grows with the history. "
-        "In the worker the window only ever sees one page of at most 27 items; a "
-        "`trim_messages` caller that loaded only the newest page would also be flat. The gap "
-        "at 100,000 messages is about what is read, not how fast either side counts.",
+        f"closed (at most {read} messages read here, whatever the length), while "
+        "`trim_messages` converts, copies, reverses and counts the whole list before it "
+        "binary-searches the cut, so its cost grows with the history: the gap at 100,000 "
+        "messages is about what is read. "
+        "In the worker the window only ever sees one page; a `trim_messages` caller that "
+        f"loaded only the newest page would be flat too. On that page alone (the newest "
+        f"{page.messages} messages) `trim_messages` takes "
+        f"{_us(page.trim_messages.timing.median_seconds)} µs against the window's "
+        f"{_us(page.window.timing.median_seconds)} µs ({page.ratio:,.0f}×), keeping "
+        f"{page.trim_messages.kept} messages to the window's {page.window.kept}.",
         "",
         "What `trim_messages` does not do that the window does:",
         "",
@@ -345,7 +441,7 @@ def _notes(box: dict[str, Any], document: dict[str, Any]) -> list[str]:
         "whatever they cost. With a newest message over 4,000 tokens (one pasted contract), "
         "`trim_messages` returns an empty history.",
         "- **Whole question/answer exchanges.** The window grows one exchange at a time and "
-        "stops at the first that does not fit. `start_on=\"human\"` gives `trim_messages` "
+        'stops at the first that does not fit. `start_on="human"` gives `trim_messages` '
         "the same start edge on a history like this one, but answers before the first "
         "question are dropped rather than kept as an exchange of their own.",
         "- **The 25-message cap alongside the token budget.** `trim_messages` has one budget: "
@@ -429,20 +525,22 @@ def main(argv: Sequence[str] | None = None) -> None:
     out_dir: Path = args.out_dir or (QUICK_OUT_DIR if quick else FULL_OUT_DIR)
 
     rows = [
-        measure(length, target_seconds=target_seconds, min_calls=min_calls)
+        measure_length(length, target_seconds=target_seconds, min_calls=min_calls)
         for length in sorted(args.lengths)
     ]
+    page = measure_page(target_seconds=target_seconds, min_calls=min_calls)
     document = results_document(
-        rows, quick=quick, target_seconds=target_seconds, min_calls=min_calls
+        rows, page, quick=quick, target_seconds=target_seconds, min_calls=min_calls
     )
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / f"{STEM}.json").write_text(
         json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
     )
-    (out_dir / f"{STEM}.md").write_text(markdown(rows, document), encoding="utf-8")
+    (out_dir / f"{STEM}.md").write_text(markdown(rows, page, document), encoding="utf-8")
     plot(rows, document["machine"], out_dir / f"{STEM}.png")
     print()
-    print(markdown(rows, document).split("\n\n")[2].split("\n\n")[0])
+    print("\n".join(table(rows)))
+    print("\n".join(_verdict({row.messages: row for row in rows})))
     print(f"\nwrote {out_dir / STEM}.json, .md and .png", flush=True)
 
 

@@ -30,19 +30,31 @@ MAX_BATCH = 10
 DELETE_LINGER_SECONDS = 0.05
 RECEIVE_BACKOFF_BASE = 0.5
 RECEIVE_BACKOFF_CAP = 20.0
+#: On stop, a receive already under way gets this long to bring back what SQS handed it
+#: (then released at once); a poll still parked after it holds nothing and is cancelled.
+RECEIVE_SETTLE_SECONDS = 1.0
 
 
 class Stage(Protocol):
     async def handle(self, message: ReceivedMessage) -> Outcome: ...
 
 
+class _Close:
+    """Queued last by :meth:`BatchDeleter.close`: flush what came before, then stop."""
+
+
 class BatchDeleter:
-    """Collects finished messages and deletes them in batches of up to ten."""
+    """Collects finished messages and deletes them in batches of up to ten.
+
+    It is never cancelled: ``close`` queues a marker behind the last message, so every
+    delete queued before it is sent. (Cancelling a task parked in ``wait_for`` can lose
+    the cancellation on Python 3.11; a marker has no such race.)
+    """
 
     def __init__(self, source: MessageSource, linger: float = DELETE_LINGER_SECONDS) -> None:
         self._source = source
         self._linger = linger
-        self._queue: asyncio.Queue[ReceivedMessage] = asyncio.Queue()
+        self._queue: asyncio.Queue[ReceivedMessage | _Close] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -52,29 +64,27 @@ class BatchDeleter:
         self._queue.put_nowait(message)
 
     async def close(self) -> None:
-        """Flush everything queued, then stop."""
+        """Send every delete queued so far, then stop."""
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-        while not self._queue.empty():
-            batch = [self._queue.get_nowait() for _ in range(min(MAX_BATCH, self._queue.qsize()))]
-            await self._flush(batch)
+            self._queue.put_nowait(_Close())
+            await self._task
 
     async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            batch = [await self._queue.get()]
-            deadline = loop.time() + self._linger
-            while len(batch) < MAX_BATCH:
-                remaining = deadline - loop.time()
-                if remaining <= 0:
-                    break
-                try:
-                    batch.append(await asyncio.wait_for(self._queue.get(), remaining))
-                except TimeoutError:
-                    break
-            await asyncio.shield(self._flush(batch))
+        closing = False
+        while not closing:
+            first = await self._queue.get()
+            if isinstance(first, _Close):
+                return
+            batch = [first]
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self._linger):
+                    while len(batch) < MAX_BATCH:
+                        item = await self._queue.get()
+                        if isinstance(item, _Close):
+                            closing = True
+                            break
+                        batch.append(item)
+            await self._flush(batch)
 
     async def _flush(self, batch: Sequence[ReceivedMessage]) -> None:
         try:
@@ -107,7 +117,7 @@ class Consumer:
         self._wait_seconds = wait_seconds
         self._grace_seconds = grace_seconds
         self._deleter = BatchDeleter(source)
-        self._in_flight: set[asyncio.Task[None]] = set()
+        self._in_flight: dict[asyncio.Task[None], ReceivedMessage] = {}
 
     async def run(self, stopping: asyncio.Event) -> None:
         """Consume until ``stopping`` is set, then drain and return."""
@@ -122,6 +132,9 @@ class Consumer:
                     continue
                 try:
                     messages = await self._receive(min(MAX_BATCH, free), stopping)
+                    if stopping.is_set():
+                        await self._release(messages)  # received as the stop came: not started
+                        break
                 except RetryableError as exc:
                     failures += 1
                     delay = _backoff(failures)
@@ -131,13 +144,16 @@ class Consumer:
                 failures = 0
                 for message in messages:
                     task = asyncio.create_task(self._process(message))
-                    self._in_flight.add(task)
-                    task.add_done_callback(self._in_flight.discard)
+                    self._in_flight[task] = message
+                    task.add_done_callback(self._forget)
         finally:
             await self._drain()
 
+    def _forget(self, task: asyncio.Task[None]) -> None:
+        self._in_flight.pop(task, None)
+
     async def _receive(self, max_messages: int, stopping: asyncio.Event) -> list[ReceivedMessage]:
-        """One long poll, cancelled if the stop comes while it is parked."""
+        """One long poll; if the stop comes first, it is given a moment, then cancelled."""
         receive = asyncio.ensure_future(self._source.receive(max_messages, self._wait_seconds))
         stop = asyncio.ensure_future(stopping.wait())
         try:
@@ -145,11 +161,31 @@ class Consumer:
         finally:
             stop.cancel()
         if not receive.done():
+            await asyncio.wait({receive}, timeout=RECEIVE_SETTLE_SECONDS)
+        if not receive.done():
             receive.cancel()
             with contextlib.suppress(asyncio.CancelledError, RetryableError):
                 await receive
             return []
         return receive.result()
+
+    async def _release(self, messages: Sequence[ReceivedMessage]) -> None:
+        """Make messages this worker will not finish visible again at once."""
+        for start in range(0, len(messages), MAX_BATCH):
+            batch = messages[start : start + MAX_BATCH]
+            try:
+                failures = await self._source.change_visibility_batch(batch, 0)
+            except RetryableError as exc:
+                log.warning("clerk.converse_release_failed", count=len(batch), error=str(exc))
+                continue
+            for failure in failures:
+                log.warning(
+                    "clerk.converse_release_failed",
+                    message_id=failure.message_id,
+                    code=failure.code,
+                )
+        if messages:
+            log.info("clerk.converse_messages_released", count=len(messages))
 
     async def _wait_for_a_slot(self, stopping: asyncio.Event) -> None:
         stop = asyncio.ensure_future(stopping.wait())
@@ -190,12 +226,14 @@ class Consumer:
     async def _drain(self) -> None:
         if self._in_flight:
             log.info("clerk.converse_worker_draining", in_flight=len(self._in_flight))
-            _, unfinished = await asyncio.wait(self._in_flight, timeout=self._grace_seconds)
+            _, unfinished = await asyncio.wait(set(self._in_flight), timeout=self._grace_seconds)
+            abandoned = [self._in_flight[task] for task in unfinished]
             for task in unfinished:
                 task.cancel()
             if unfinished:
                 await asyncio.wait(unfinished)
                 log.warning("clerk.converse_drain_timed_out", unfinished=len(unfinished))
+                await self._release(abandoned)
         await self._deleter.close()
         log.info("clerk.converse_worker_stopped")
 
@@ -208,4 +246,5 @@ def _backoff(failures: int) -> float:
 
 async def _sleep_unless(stopping: asyncio.Event, seconds: float) -> None:
     with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(stopping.wait(), seconds)
+        async with asyncio.timeout(seconds):
+            await stopping.wait()

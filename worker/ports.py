@@ -37,6 +37,8 @@ class HistoryPage:
 
 @dataclass(frozen=True, slots=True)
 class DeleteFailure:
+    """One entry of a batch call that SQS refused (delete or change visibility)."""
+
     message_id: str
     code: str
 
@@ -79,4 +81,10 @@ class MessageSource(Protocol):
 
     async def delete_batch(self, messages: Sequence[ReceivedMessage]) -> list[DeleteFailure]:
         """Delete up to ten messages; returns the entries SQS refused."""
+        ...
+
+    async def change_visibility_batch(
+        self, messages: Sequence[ReceivedMessage], timeout_seconds: int
+    ) -> list[DeleteFailure]:
+        """Set the visibility of up to ten messages; returns the entries SQS refused."""
         ...

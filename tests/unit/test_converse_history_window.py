@@ -303,3 +303,12 @@ def test_the_trim_cut_moves_inward_by_at_most_a_tenth() -> None:
     text = "h" * 1400 + " " + "h" * 8000 + " " + "t" * 1400
     head, _, tail = MARKER.split(trim_message(text, 1000))
     assert len(head) == 1600 and len(tail) == 1600
+
+
+def test_answers_at_the_end_of_a_page_are_not_mistaken_for_the_conversations_start() -> None:
+    """A page (malformed items left out) ends on answers whose question was not read:
+    they are not an exchange of their own, so the window never opens on them."""
+    page = [m for m in exchanges(50, tokens=1) if m.seq >= 76 and m.seq not in (90, 92)]
+    window = bound_history(reversed(page), DEFAULTS)
+    assert window.messages[0].role == "user"
+    assert window.oldest_seq == 77

@@ -58,6 +58,24 @@ class SqsQueue:
             for f in response.get("Failed", [])
         ]
 
+    async def change_visibility_batch(
+        self, messages: Sequence[ReceivedMessage], timeout_seconds: int
+    ) -> list[DeleteFailure]:
+        if not messages:
+            return []
+        entries = [
+            {"Id": str(i), "ReceiptHandle": m.receipt_handle, "VisibilityTimeout": timeout_seconds}
+            for i, m in enumerate(messages)
+        ]
+        with aws_call("sqs.ChangeMessageVisibilityBatch"):
+            response = await self._client.change_message_visibility_batch(
+                QueueUrl=self.url, Entries=entries
+            )
+        return [
+            DeleteFailure(message_id=messages[int(f["Id"])].message_id, code=f.get("Code", "?"))
+            for f in response.get("Failed", [])
+        ]
+
     async def send(
         self,
         body: str,

@@ -39,7 +39,7 @@ def trim_message(content: str, max_tokens: int) -> str:
     tail_chars = CHARS_PER_TOKEN * min(TAIL_TOKENS, max_tokens // 2)
     head_end = _head_cut(content, head_chars)
     tail_start = _tail_cut(content, tail_chars)
-    omitted = estimate_tokens(content[head_end:tail_start])
+    omitted = -(-(tail_start - head_end) // CHARS_PER_TOKEN)  # estimate_tokens of the gap
     return content[:head_end] + omission_marker(omitted) + content[tail_start:]
 
 

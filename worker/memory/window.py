@@ -127,9 +127,9 @@ def _take_exchange(source: Iterator[HistoryMessage], builder: _Builder) -> bool:
 
     An exchange is read from its newest answer back to its question. Reading stops
     the moment it can no longer fit, so a window never costs more than
-    ``max_messages + 1`` messages read. Answers that reach the start of the history
-    without a question (assistant messages before the first user message) are an
-    exchange of their own.
+    ``max_messages + 1`` messages read. Answers that reach the start of the conversation
+    (seq 1) without a question are an exchange of their own; answers that merely reach
+    the end of the input (a page whose older part was not read) are not taken.
     """
     limits = builder.limits
     room_messages = limits.max_messages - len(builder.messages)
@@ -145,7 +145,10 @@ def _take_exchange(source: Iterator[HistoryMessage], builder: _Builder) -> bool:
         if message.role == "user":
             builder.add(exchange)
             return True
-    builder.add(exchange)  # the leading answers, or nothing at all
+    if exchange and exchange[-1][0].seq == 1:
+        builder.add(exchange)  # answers before the conversation's first question
+    # Otherwise the input ended mid-exchange (a page, not the whole history): the
+    # question is unseen, and half an exchange is never taken.
     return False
 
 

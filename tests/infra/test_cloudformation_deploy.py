@@ -1,0 +1,125 @@
+"""The template deploys: moto's CloudFormation creates the queues, table and bucket as declared,
+and Application Auto Scaling accepts the template's scaling policy (moto's CloudFormation skips
+that resource type, so it goes in through the API)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tests.infra.cfn_deploy import aws_client, backlog_scaling_policy, deploy_stack
+from tests.infra.cfn_deploy import register_backlog_scaling as register_scaling
+from worker.bootstrap import CONVERSE_VISIBILITY_TIMEOUT, MAX_RECEIVE_COUNT, Resources
+
+pytestmark = pytest.mark.integration
+
+#: Output of each queue -> output of its dead-letter queue.
+DEAD_LETTER_OUTPUT_OF = {
+    "ConverseQueueUrl": "ConverseDeadLetterQueueUrl",
+    "ModelQueueUrl": "ModelDeadLetterQueueUrl",
+    "CompactionQueueUrl": "CompactionDeadLetterQueueUrl",
+}
+
+
+@pytest.fixture(scope="module")
+def outputs(moto_endpoint: str) -> dict[str, str]:
+    return deploy_stack(moto_endpoint)
+
+
+def queue_attributes(endpoint: str, queue_url: str) -> dict[str, str]:
+    sqs = aws_client("sqs", endpoint)
+    attributes = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["All"])
+    return dict(attributes["Attributes"])
+
+
+def test_the_stack_reports_every_output(outputs: dict[str, str]) -> None:
+    assert set(outputs) >= {
+        *DEAD_LETTER_OUTPUT_OF,
+        *DEAD_LETTER_OUTPUT_OF.values(),
+        "HistoryTableName",
+        "PayloadBucketName",
+        "ClusterName",
+        "ServiceName",
+    }
+    assert all(outputs.values())
+
+
+@pytest.mark.parametrize(("queue_output", "dead_letter_output"), DEAD_LETTER_OUTPUT_OF.items())
+def test_each_deployed_queue_redrives_to_its_own_dead_letter_queue(
+    moto_endpoint: str, outputs: dict[str, str], queue_output: str, dead_letter_output: str
+) -> None:
+    queue = queue_attributes(moto_endpoint, outputs[queue_output])
+    dead_letter_queue = queue_attributes(moto_endpoint, outputs[dead_letter_output])
+    redrive = json.loads(queue["RedrivePolicy"])
+    assert redrive["deadLetterTargetArn"] == dead_letter_queue["QueueArn"]
+    assert int(redrive["maxReceiveCount"]) == MAX_RECEIVE_COUNT
+    assert queue["SqsManagedSseEnabled"] == "true"
+    assert "RedrivePolicy" not in dead_letter_queue
+
+
+def test_the_deployed_converse_queue_has_the_default_visibility_timeout(
+    moto_endpoint: str, outputs: dict[str, str]
+) -> None:
+    queue = queue_attributes(moto_endpoint, outputs["ConverseQueueUrl"])
+    assert int(queue["VisibilityTimeout"]) == CONVERSE_VISIBILITY_TIMEOUT
+
+
+def test_a_stack_named_after_the_prefix_names_things_as_bootstrap_does(
+    outputs: dict[str, str],
+) -> None:
+    resources = Resources()
+    env_to_output = {
+        "CONVERSE_QUEUE_URL": "ConverseQueueUrl",
+        "MODEL_QUEUE_URL": "ModelQueueUrl",
+        "COMPACTION_QUEUE_URL": "CompactionQueueUrl",
+    }
+    for spec in resources.queues:
+        assert outputs[env_to_output[spec.env]].rsplit("/", 1)[-1] == spec.name
+    assert outputs["HistoryTableName"] == resources.table
+
+
+def test_the_deployed_table_is_keyed_pk_and_sk(moto_endpoint: str, outputs: dict[str, str]) -> None:
+    dynamodb = aws_client("dynamodb", moto_endpoint)
+    table = dynamodb.describe_table(TableName=outputs["HistoryTableName"])["Table"]
+    assert table["KeySchema"] == [
+        {"AttributeName": "pk", "KeyType": "HASH"},
+        {"AttributeName": "sk", "KeyType": "RANGE"},
+    ]
+    assert table["BillingModeSummary"]["BillingMode"] == "PAY_PER_REQUEST"
+
+
+def test_the_deployed_bucket_exists(moto_endpoint: str, outputs: dict[str, str]) -> None:
+    s3 = aws_client("s3", moto_endpoint)
+    s3.head_bucket(Bucket=outputs["PayloadBucketName"])  # raises if absent
+
+
+def test_application_auto_scaling_accepts_the_templates_backlog_policy(
+    moto_endpoint: str, outputs: dict[str, str]
+) -> None:
+    described = register_scaling(moto_endpoint, outputs)
+    config: dict[str, Any] = described["TargetTrackingScalingPolicyConfiguration"]
+    specification = config["CustomizedMetricSpecification"]
+    metrics = {metric["Id"]: metric for metric in specification["Metrics"]}
+
+    assert described["PolicyType"] == backlog_scaling_policy()["Properties"]["PolicyType"]
+    assert described["ResourceId"] == f"service/{outputs['ClusterName']}/{outputs['ServiceName']}"
+    assert described["ScalableDimension"] == "ecs:service:DesiredCount"
+    assert config["TargetValue"] == 100
+    assert metrics["e1"]["Expression"] == "m1 / m2"
+    assert metrics["e1"]["ReturnData"] is True
+    converse_queue = outputs["ConverseQueueUrl"].rsplit("/", 1)[-1]
+    assert metrics["m1"]["MetricStat"]["Metric"]["Dimensions"] == [
+        {"Name": "QueueName", "Value": converse_queue}
+    ]
+    assert metrics["m2"]["MetricStat"]["Metric"]["Dimensions"] == [
+        {"Name": "ClusterName", "Value": outputs["ClusterName"]},
+        {"Name": "ServiceName", "Value": outputs["ServiceName"]},
+    ]
+
+    autoscaling = aws_client("application-autoscaling", moto_endpoint)
+    (target,) = autoscaling.describe_scalable_targets(
+        ServiceNamespace="ecs", ResourceIds=[described["ResourceId"]]
+    )["ScalableTargets"]
+    assert (target["MinCapacity"], target["MaxCapacity"]) == (1, 20)

@@ -1,0 +1,506 @@
+"""The CloudFormation template: lint-clean, and every property the contract and the worker's
+timing depend on pinned, read from the YAML as written (no AWS, no network)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cfnlint.api import lint_file
+
+from tests.infra.cfn_yaml import (
+    TEMPLATE_DIR,
+    load_cfn_yaml,
+    load_template,
+    parameter_default,
+    reference_name,
+)
+from worker.bootstrap import (
+    CONVERSE_VISIBILITY_TIMEOUT,
+    MAX_RECEIVE_COUNT,
+    RETENTION_SECONDS,
+    TTL_ATTRIBUTE,
+    Resources,
+    dead_letter_name,
+)
+from worker.settings import Settings
+
+TEMPLATES = sorted(
+    path for path in TEMPLATE_DIR.iterdir() if path.suffix in {".yaml", ".yml", ".json"}
+)
+
+#: Each queue and its own dead-letter queue.
+DEAD_LETTER_QUEUE_OF = {
+    "ConverseQueue": "ConverseDeadLetterQueue",
+    "ModelQueue": "ModelDeadLetterQueue",
+    "CompactionQueue": "CompactionDeadLetterQueue",
+}
+
+#: The task role's whole grant: resource -> actions. Nothing more, nothing less.
+TASK_ROLE_GRANTS: dict[str, set[str]] = {
+    "ConverseQueue.Arn": {
+        "sqs:ReceiveMessage",
+        "sqs:DeleteMessage",
+        "sqs:ChangeMessageVisibility",
+        "sqs:GetQueueAttributes",
+    },
+    # Rejected commands are sent to the converse DLQ by the worker itself.
+    "ConverseDeadLetterQueue.Arn": {"sqs:GetQueueUrl", "sqs:SendMessage"},
+    "ModelQueue.Arn": {"sqs:SendMessage"},
+    "CompactionQueue.Arn": {"sqs:SendMessage"},
+    "HistoryTable.Arn": {
+        "dynamodb:Query",
+        "dynamodb:UpdateItem",
+        "dynamodb:PutItem",
+        "dynamodb:GetItem",
+    },
+    "PayloadBucket.Arn/*": {"s3:GetObject", "s3:PutObject"},
+}
+
+#: The worker's environment, variable -> the resource it names.
+ENV_FROM_RESOURCE = {
+    "CONVERSE_QUEUE_URL": {"Ref": "ConverseQueue"},
+    "MODEL_QUEUE_URL": {"Ref": "ModelQueue"},
+    "COMPACTION_QUEUE_URL": {"Ref": "CompactionQueue"},
+    "HISTORY_TABLE": {"Ref": "HistoryTable"},
+    "PAYLOAD_BUCKET": {"Ref": "PayloadBucket"},
+}
+
+#: The worker's tunables, variable -> the parameter that sets it.
+ENV_FROM_PARAMETER = {
+    "HISTORY_WINDOW_MAX_TOKENS": "HistoryWindowMaxTokens",
+    "MEMORY_FOLD_MIN_TOKENS": "MemoryFoldMinTokens",
+    "WORKER_CONCURRENCY": "WorkerConcurrency",
+}
+
+#: Variables the worker reads that are boto's, not the Settings'.
+AWS_VARIABLES = {"AWS_REGION", "AWS_DEFAULT_REGION"}
+
+
+@pytest.fixture(scope="module")
+def template() -> dict[str, Any]:
+    return load_template()
+
+
+def resources_of_type(template: dict[str, Any], resource_type: str) -> dict[str, Any]:
+    return {
+        logical_id: resource
+        for logical_id, resource in template["Resources"].items()
+        if resource["Type"] == resource_type
+    }
+
+
+def properties(template: dict[str, Any], logical_id: str) -> dict[str, Any]:
+    return dict(template["Resources"][logical_id]["Properties"])
+
+
+def worker_container(template: dict[str, Any]) -> dict[str, Any]:
+    (container,) = properties(template, "TaskDefinition")["ContainerDefinitions"]
+    return dict(container)
+
+
+def container_environment(template: dict[str, Any]) -> dict[str, Any]:
+    return {entry["Name"]: entry["Value"] for entry in worker_container(template)["Environment"]}
+
+
+def shutdown_grace_seconds(template: dict[str, Any]) -> float:
+    return float(container_environment(template)["SHUTDOWN_GRACE_SECONDS"])
+
+
+def settings_default(field: str) -> Any:
+    return Settings.model_fields[field].default
+
+
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+# ---------------------------------------------------------------------------- the file itself
+
+
+def test_there_is_a_template_to_check() -> None:
+    assert TEMPLATES, f"no CloudFormation template under {TEMPLATE_DIR}"
+
+
+@pytest.mark.parametrize("path", TEMPLATES, ids=lambda path: path.name)
+def test_cfn_lint_reports_nothing(path: Path) -> None:
+    matches = lint_file(path)
+    assert [str(match) for match in matches] == []
+
+
+@pytest.mark.parametrize("path", TEMPLATES, ids=lambda path: path.name)
+def test_the_template_loads_with_cloudformation_short_tags(path: Path) -> None:
+    document = load_cfn_yaml(path)
+    assert document["AWSTemplateFormatVersion"] == "2010-09-09"
+    assert document["Resources"]
+
+
+# ---------------------------------------------------------------------------- queues
+
+
+def test_the_stack_has_exactly_the_contracts_queues_and_their_dead_letter_queues(
+    template: dict[str, Any],
+) -> None:
+    expected = set(DEAD_LETTER_QUEUE_OF) | set(DEAD_LETTER_QUEUE_OF.values())
+    assert set(resources_of_type(template, "AWS::SQS::Queue")) == expected
+
+
+@pytest.mark.parametrize(("queue", "dead_letter_queue"), DEAD_LETTER_QUEUE_OF.items())
+def test_every_queue_redrives_to_its_own_dead_letter_queue_after_max_receive_count(
+    template: dict[str, Any], queue: str, dead_letter_queue: str
+) -> None:
+    redrive = properties(template, queue)["RedrivePolicy"]
+    assert redrive == {
+        "deadLetterTargetArn": {"Fn::GetAtt": [dead_letter_queue, "Arn"]},
+        "maxReceiveCount": {"Ref": "MaxReceiveCount"},
+    }
+    assert "RedrivePolicy" not in properties(template, dead_letter_queue)
+
+
+def test_max_receive_count_defaults_to_the_bootstrap_value(template: dict[str, Any]) -> None:
+    assert parameter_default(template, "MaxReceiveCount") == MAX_RECEIVE_COUNT == 5
+
+
+@pytest.mark.parametrize("queue", [*DEAD_LETTER_QUEUE_OF, *DEAD_LETTER_QUEUE_OF.values()])
+def test_every_queue_is_encrypted_and_keeps_messages_for_the_retention_parameter(
+    template: dict[str, Any], queue: str
+) -> None:
+    queue_properties = properties(template, queue)
+    assert queue_properties["SqsManagedSseEnabled"] is True
+    assert queue_properties["MessageRetentionPeriod"] == {"Ref": "MessageRetentionPeriod"}
+
+
+def test_retention_defaults_to_fourteen_days(template: dict[str, Any]) -> None:
+    assert parameter_default(template, "MessageRetentionPeriod") == RETENTION_SECONDS == 1_209_600
+
+
+@pytest.mark.parametrize(
+    ("queue", "parameter"),
+    [
+        ("ConverseQueue", "ConverseVisibilityTimeout"),
+        ("ModelQueue", "ModelVisibilityTimeout"),
+        ("CompactionQueue", "CompactionVisibilityTimeout"),
+    ],
+)
+def test_visibility_timeouts_are_parameters(
+    template: dict[str, Any], queue: str, parameter: str
+) -> None:
+    assert properties(template, queue)["VisibilityTimeout"] == {"Ref": parameter}
+
+
+def test_the_converse_visibility_timeout_outlasts_the_shutdown_drain(
+    template: dict[str, Any],
+) -> None:
+    """A command still being finished during the drain must not reappear for another task."""
+    grace = shutdown_grace_seconds(template)
+    parameter = template["Parameters"]["ConverseVisibilityTimeout"]
+    assert parameter_default(template, "ConverseVisibilityTimeout") == 60
+    assert CONVERSE_VISIBILITY_TIMEOUT == 60
+    assert int(parameter["Default"]) > grace
+    assert int(parameter["MinValue"]) > grace, "the parameter must refuse a value <= the drain"
+
+
+def test_resource_names_follow_bootstrap_when_the_stack_is_named_after_the_prefix(
+    template: dict[str, Any],
+) -> None:
+    resources = Resources()
+
+    def named(logical_id: str, name_property: str) -> str:
+        pattern = properties(template, logical_id)[name_property]["Fn::Sub"]
+        return str(pattern.replace("${AWS::StackName}", resources.prefix))
+
+    env_to_queue = {
+        "CONVERSE_QUEUE_URL": "ConverseQueue",
+        "MODEL_QUEUE_URL": "ModelQueue",
+        "COMPACTION_QUEUE_URL": "CompactionQueue",
+    }
+    for spec in resources.queues:
+        queue = env_to_queue[spec.env]
+        assert named(queue, "QueueName") == spec.name
+        assert named(DEAD_LETTER_QUEUE_OF[queue], "QueueName") == dead_letter_name(spec.name)
+    assert named("HistoryTable", "TableName") == resources.table
+
+
+# ---------------------------------------------------------------------------- storage
+
+
+def test_the_history_table_matches_the_contract(template: dict[str, Any]) -> None:
+    table = properties(template, "HistoryTable")
+    assert table["KeySchema"] == [
+        {"AttributeName": "pk", "KeyType": "HASH"},
+        {"AttributeName": "sk", "KeyType": "RANGE"},
+    ]
+    assert table["AttributeDefinitions"] == [
+        {"AttributeName": "pk", "AttributeType": "S"},
+        {"AttributeName": "sk", "AttributeType": "S"},
+    ]
+    assert table["BillingMode"] == "PAY_PER_REQUEST"
+    assert table["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
+    assert table["TimeToLiveSpecification"] == {"AttributeName": "expires_at", "Enabled": True}
+    assert TTL_ATTRIBUTE == "expires_at"
+    assert table["SSESpecification"] == {"SSEEnabled": True}
+
+
+def test_the_history_table_outlives_the_stack(template: dict[str, Any]) -> None:
+    table = template["Resources"]["HistoryTable"]
+    assert table["DeletionPolicy"] == "Retain"
+    assert table["UpdateReplacePolicy"] == "Retain"
+
+
+def test_the_payload_bucket_is_private_and_encrypted(template: dict[str, Any]) -> None:
+    bucket = properties(template, "PayloadBucket")
+    assert bucket["PublicAccessBlockConfiguration"] == {
+        "BlockPublicAcls": True,
+        "BlockPublicPolicy": True,
+        "IgnorePublicAcls": True,
+        "RestrictPublicBuckets": True,
+    }
+    assert bucket["BucketEncryption"] == {
+        "ServerSideEncryptionConfiguration": [
+            {"ServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}
+        ]
+    }
+
+
+def test_the_payload_bucket_expires_payloads_after_the_parameter_days(
+    template: dict[str, Any],
+) -> None:
+    (rule,) = properties(template, "PayloadBucket")["LifecycleConfiguration"]["Rules"]
+    assert rule["Status"] == "Enabled"
+    assert rule["Prefix"] == "payloads/"
+    assert rule["ExpirationInDays"] == {"Ref": "PayloadExpirationDays"}
+    assert parameter_default(template, "PayloadExpirationDays") == 14
+
+
+def test_the_payload_bucket_refuses_requests_without_tls(template: dict[str, Any]) -> None:
+    policies = resources_of_type(template, "AWS::S3::BucketPolicy")
+    (policy,) = (p["Properties"] for p in policies.values())
+    assert policy["Bucket"] == {"Ref": "PayloadBucket"}
+    deny_insecure = [
+        statement
+        for statement in policy["PolicyDocument"]["Statement"]
+        if statement["Effect"] == "Deny"
+        and statement.get("Condition") == {"Bool": {"aws:SecureTransport": "false"}}
+    ]
+    assert len(deny_insecure) == 1
+    statement = deny_insecure[0]
+    assert statement["Principal"] == "*"
+    assert as_list(statement["Action"]) == ["s3:*"]
+    assert {reference_name(r) for r in as_list(statement["Resource"])} == {
+        "PayloadBucket.Arn",
+        "PayloadBucket.Arn/*",
+    }
+
+
+# ---------------------------------------------------------------------------- the worker
+
+
+def test_the_task_runs_the_images_entrypoint_on_fargate(template: dict[str, Any]) -> None:
+    task = properties(template, "TaskDefinition")
+    container = worker_container(template)
+    assert task["RequiresCompatibilities"] == ["FARGATE"]
+    assert task["NetworkMode"] == "awsvpc"
+    assert task["TaskRoleArn"] == {"Fn::GetAtt": ["TaskRole", "Arn"]}
+    assert task["ExecutionRoleArn"] == {"Fn::GetAtt": ["TaskExecutionRole", "Arn"]}
+    assert container["Image"] == {"Ref": "ContainerImage"}
+    # The exec-form ENTRYPOINT/CMD of the image is what receives SIGTERM: nothing overrides it.
+    assert "EntryPoint" not in container
+    assert "Command" not in container
+    assert container["LogConfiguration"]["LogDriver"] == "awslogs"
+
+
+def test_ecs_waits_longer_than_the_drain_before_killing_the_worker(
+    template: dict[str, Any],
+) -> None:
+    container = worker_container(template)
+    assert container["StopTimeout"] == 30
+    assert container["StopTimeout"] > shutdown_grace_seconds(template)
+
+
+def test_the_task_environment_points_at_the_stacks_resources(template: dict[str, Any]) -> None:
+    env = container_environment(template)
+    for name, reference in ENV_FROM_RESOURCE.items():
+        assert env[name] == reference, name
+    for name, parameter in ENV_FROM_PARAMETER.items():
+        assert env[name] == {"Ref": parameter}, name
+    assert env["LOG_FORMAT"] == "json"
+    assert env["SHUTDOWN_GRACE_SECONDS"] == "20"
+    assert env["AWS_REGION"] == {"Ref": "AWS::Region"}
+
+
+def test_every_task_variable_is_one_the_worker_reads(template: dict[str, Any]) -> None:
+    known = {field.upper() for field in Settings.model_fields} | AWS_VARIABLES
+    assert set(container_environment(template)) <= known
+
+
+def test_the_tunables_default_to_the_worker_settings_defaults(template: dict[str, Any]) -> None:
+    for name, parameter in ENV_FROM_PARAMETER.items():
+        assert parameter_default(template, parameter) == settings_default(name.lower()), name
+    assert shutdown_grace_seconds(template) == settings_default("shutdown_grace_seconds") == 20
+
+
+def test_the_service_starts_at_the_minimum_on_fargate(template: dict[str, Any]) -> None:
+    service = properties(template, "Service")
+    assert service["LaunchType"] == "FARGATE"
+    assert service["DesiredCount"] == {"Ref": "MinTasks"}
+    network = service["NetworkConfiguration"]["AwsvpcConfiguration"]
+    assert network["Subnets"] == {"Ref": "Subnets"}
+    assert network["SecurityGroups"] == {"Ref": "SecurityGroupIds"}
+
+
+# ---------------------------------------------------------------------------- least privilege
+
+
+def test_the_task_role_grants_exactly_the_stages_actions_on_exactly_its_resources(
+    template: dict[str, Any],
+) -> None:
+    role = properties(template, "TaskRole")
+    assert "ManagedPolicyArns" not in role
+    assert not resources_of_type(template, "AWS::IAM::Policy")
+    assert not resources_of_type(template, "AWS::IAM::ManagedPolicy")
+    (policy,) = role["Policies"]
+
+    granted: dict[str, set[str]] = {}
+    for statement in policy["PolicyDocument"]["Statement"]:
+        assert statement["Effect"] == "Allow"
+        assert not {"NotAction", "NotResource"} & set(statement)
+        actions = as_list(statement["Action"])
+        assert all("*" not in action for action in actions), actions
+        for resource in as_list(statement["Resource"]):
+            granted.setdefault(reference_name(resource), set()).update(actions)
+
+    assert granted == TASK_ROLE_GRANTS
+
+
+def test_the_execution_role_cannot_touch_the_stages_data(template: dict[str, Any]) -> None:
+    role = properties(template, "TaskExecutionRole")
+    actions = {
+        action
+        for policy in role["Policies"]
+        for statement in policy["PolicyDocument"]["Statement"]
+        for action in as_list(statement["Action"])
+    }
+    assert actions, "the execution role must at least pull the image and write logs"
+    assert all(action.split(":")[0] in {"ecr", "logs"} for action in actions), actions
+
+
+# ---------------------------------------------------------------------------- scaling
+
+
+def test_the_scalable_target_is_the_services_desired_count_within_the_parameters(
+    template: dict[str, Any],
+) -> None:
+    target = properties(template, "ScalableTarget")
+    assert target["ServiceNamespace"] == "ecs"
+    assert target["ScalableDimension"] == "ecs:service:DesiredCount"
+    assert target["ResourceId"] == {"Fn::Sub": "service/${Cluster}/${Service.Name}"}
+    assert target["MinCapacity"] == {"Ref": "MinTasks"}
+    assert target["MaxCapacity"] == {"Ref": "MaxTasks"}
+    assert parameter_default(template, "MinTasks") == 1
+    assert parameter_default(template, "MaxTasks") == 20
+
+
+def test_the_scaling_policy_tracks_converse_backlog_per_running_task(
+    template: dict[str, Any],
+) -> None:
+    policy = properties(template, "BacklogPerTaskScalingPolicy")
+    assert policy["PolicyType"] == "TargetTrackingScaling"
+    assert policy["ScalingTargetId"] == {"Ref": "ScalableTarget"}
+    config = policy["TargetTrackingScalingPolicyConfiguration"]
+    assert config["TargetValue"] == {"Ref": "BacklogPerTaskTarget"}
+    assert parameter_default(template, "BacklogPerTaskTarget") == 100
+
+    metrics = config["CustomizedMetricSpecification"]["Metrics"]
+    without_labels = [{k: v for k, v in m.items() if k != "Label"} for m in metrics]
+    assert without_labels == [
+        {
+            "Id": "m1",
+            "ReturnData": False,
+            "MetricStat": {
+                "Stat": "Sum",
+                "Metric": {
+                    "Namespace": "AWS/SQS",
+                    "MetricName": "ApproximateNumberOfMessagesVisible",
+                    "Dimensions": [
+                        {
+                            "Name": "QueueName",
+                            "Value": {"Fn::GetAtt": ["ConverseQueue", "QueueName"]},
+                        }
+                    ],
+                },
+            },
+        },
+        {
+            "Id": "m2",
+            "ReturnData": False,
+            "MetricStat": {
+                "Stat": "Average",
+                "Metric": {
+                    "Namespace": "ECS/ContainerInsights",
+                    "MetricName": "RunningTaskCount",
+                    "Dimensions": [
+                        {"Name": "ClusterName", "Value": {"Ref": "Cluster"}},
+                        {"Name": "ServiceName", "Value": {"Fn::GetAtt": ["Service", "Name"]}},
+                    ],
+                },
+            },
+        },
+        {"Id": "e1", "Expression": "m1 / m2", "ReturnData": True},
+    ]
+
+
+def test_container_insights_is_on_so_running_task_count_exists(template: dict[str, Any]) -> None:
+    settings = properties(template, "Cluster")["ClusterSettings"]
+    assert {"Name": "containerInsights", "Value": "enabled"} in settings
+
+
+def test_min_tasks_cannot_be_zero_because_the_metric_divides_by_running_tasks(
+    template: dict[str, Any],
+) -> None:
+    assert int(template["Parameters"]["MinTasks"]["MinValue"]) >= 1
+
+
+# ---------------------------------------------------------------------------- alarms and outputs
+
+
+def alarms_on(template: dict[str, Any], metric: str, queue: str) -> list[dict[str, Any]]:
+    return [
+        alarm["Properties"]
+        for alarm in resources_of_type(template, "AWS::CloudWatch::Alarm").values()
+        if alarm["Properties"]["Namespace"] == "AWS/SQS"
+        and alarm["Properties"]["MetricName"] == metric
+        and alarm["Properties"]["Dimensions"]
+        == [{"Name": "QueueName", "Value": {"Fn::GetAtt": [queue, "QueueName"]}}]
+    ]
+
+
+@pytest.mark.parametrize("dead_letter_queue", DEAD_LETTER_QUEUE_OF.values())
+def test_any_message_in_a_dead_letter_queue_raises_an_alarm(
+    template: dict[str, Any], dead_letter_queue: str
+) -> None:
+    (alarm,) = alarms_on(template, "ApproximateNumberOfMessagesVisible", dead_letter_queue)
+    assert alarm["ComparisonOperator"] == "GreaterThanThreshold"
+    assert alarm["Threshold"] == 0
+
+
+def test_an_old_converse_command_raises_an_alarm(template: dict[str, Any]) -> None:
+    (alarm,) = alarms_on(template, "ApproximateAgeOfOldestMessage", "ConverseQueue")
+    assert alarm["ComparisonOperator"] == "GreaterThanThreshold"
+    assert alarm["Threshold"] == {"Ref": "OldestMessageAgeAlarmSeconds"}
+    assert parameter_default(template, "OldestMessageAgeAlarmSeconds") == 300
+
+
+def test_the_outputs_name_everything_a_deployment_needs(template: dict[str, Any]) -> None:
+    assert set(template["Outputs"]) == {
+        "ConverseQueueUrl",
+        "ModelQueueUrl",
+        "CompactionQueueUrl",
+        "ConverseDeadLetterQueueUrl",
+        "ModelDeadLetterQueueUrl",
+        "CompactionDeadLetterQueueUrl",
+        "HistoryTableName",
+        "PayloadBucketName",
+        "ClusterName",
+        "ServiceName",
+    }

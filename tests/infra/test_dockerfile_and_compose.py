@@ -1,0 +1,169 @@
+"""The container image and the LocalStack compose file: SIGTERM reaches the worker, it runs as
+a non-root user, only 127.0.0.1 is bound, and the worker is pointed at exactly what
+``worker bootstrap`` creates."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.infra.cfn_yaml import REPO_ROOT
+from worker.bootstrap import Resources
+
+DOCKERFILE = REPO_ROOT / "Dockerfile"
+DOCKERIGNORE = REPO_ROOT / ".dockerignore"
+COMPOSE_FILE = REPO_ROOT / "localstack.yml"
+#: LocalStack's default account, in the queue URLs it returns.
+LOCALSTACK_ACCOUNT = "000000000000"
+LOCALSTACK_ENDPOINT = "http://localstack:4566"
+
+
+def dockerfile_instructions() -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) pairs, continuation lines joined, comments dropped."""
+    instructions: list[tuple[str, str]] = []
+    pending = ""
+    for raw in DOCKERFILE.read_text(encoding="utf-8").splitlines():
+        line = raw.strip()
+        if not pending and (not line or line.startswith("#")):
+            continue
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        line = pending + line
+        pending = ""
+        keyword, _, arguments = line.partition(" ")
+        instructions.append((keyword.upper(), arguments.strip()))
+    return instructions
+
+
+def arguments_of(keyword: str) -> list[str]:
+    return [arguments for name, arguments in dockerfile_instructions() if name == keyword]
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    document = yaml.safe_load(COMPOSE_FILE.read_text(encoding="utf-8"))
+    assert isinstance(document, dict)
+    return document
+
+
+def service(compose: dict[str, Any], name: str) -> dict[str, Any]:
+    return dict(compose["services"][name])
+
+
+def seconds(duration: str) -> float:
+    units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
+    for unit in sorted(units, key=len, reverse=True):
+        if duration.endswith(unit):
+            return float(duration.removesuffix(unit)) * units[unit]
+    return float(duration)
+
+
+# ---------------------------------------------------------------------------- Dockerfile
+
+
+def test_the_image_is_built_on_python_3_11_slim() -> None:
+    (base,) = arguments_of("FROM")
+    assert base.split()[0] == "python:3.11-slim"
+
+
+def test_the_worker_runs_as_a_non_root_user() -> None:
+    users = arguments_of("USER")
+    assert users, "the image must switch away from root"
+    user = users[-1].split(":")[0]
+    assert user not in {"root", "0"}
+    assert user.isdigit(), "a numeric uid lets Kubernetes verify runAsNonRoot"
+
+
+def test_the_entrypoint_is_the_worker_console_script_in_exec_form() -> None:
+    """Exec form makes the worker PID 1, so SIGTERM reaches it and starts the drain."""
+    (entrypoint,) = arguments_of("ENTRYPOINT")
+    (command,) = arguments_of("CMD")
+    assert json.loads(entrypoint) == ["worker"]
+    assert json.loads(command) == ["run"]
+    scripts = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"][
+        "scripts"
+    ]
+    assert "worker" in scripts
+
+
+def test_the_image_installs_the_project_without_a_pip_cache() -> None:
+    copied = " ".join(arguments_of("COPY"))
+    for needed in ("pyproject.toml", "README.md", "worker/"):
+        assert needed in copied
+    assert any("pip install --no-cache-dir ." in run for run in arguments_of("RUN"))
+
+
+def test_the_build_context_admits_what_the_image_copies() -> None:
+    lines = [
+        line.strip()
+        for line in DOCKERIGNORE.read_text(encoding="utf-8").splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    assert lines[0] == "*", "an allowlist: nothing enters the context unless named"
+    assert {"!pyproject.toml", "!README.md", "!worker/"} <= set(lines)
+
+
+# ---------------------------------------------------------------------------- localstack.yml
+
+
+def test_the_compose_file_has_localstack_bootstrap_and_worker(compose: dict[str, Any]) -> None:
+    assert {"localstack", "bootstrap", "worker"} <= set(compose["services"])
+    localstack = service(compose, "localstack")
+    assert localstack["image"].split(":")[0] == "localstack/localstack"
+    assert set(localstack["environment"]["SERVICES"].split(",")) == {"sqs", "dynamodb", "s3"}
+    assert localstack["healthcheck"]["test"]
+
+
+def test_every_published_port_is_bound_to_127_0_0_1_only(compose: dict[str, Any]) -> None:
+    for name, spec in compose["services"].items():
+        assert spec.get("network_mode") != "host", name
+        for port in spec.get("ports", []):
+            if isinstance(port, dict):
+                assert port.get("host_ip") == "127.0.0.1", (name, port)
+            else:
+                assert str(port).startswith("127.0.0.1:"), (name, port)
+    assert service(compose, "localstack")["ports"] == ["127.0.0.1:4566:4566"]
+
+
+def test_bootstrap_runs_once_against_localstack_when_it_is_healthy(
+    compose: dict[str, Any],
+) -> None:
+    bootstrap = service(compose, "bootstrap")
+    assert bootstrap["command"] == ["bootstrap"]
+    assert bootstrap["build"] in (".", {"context": "."})
+    assert bootstrap["depends_on"]["localstack"]["condition"] == "service_healthy"
+    env = bootstrap["environment"]
+    assert env["AWS_ENDPOINT_URL"] == LOCALSTACK_ENDPOINT
+    assert env["AWS_DEFAULT_REGION"] == "us-east-1"
+    assert env["AWS_ACCESS_KEY_ID"]
+    assert env["AWS_SECRET_ACCESS_KEY"]
+
+
+def test_the_worker_starts_after_bootstrap_succeeded(compose: dict[str, Any]) -> None:
+    worker = service(compose, "worker")
+    assert worker["command"] == ["run"]
+    assert worker["image"] == service(compose, "bootstrap")["image"]
+    assert worker["depends_on"]["bootstrap"]["condition"] == "service_completed_successfully"
+
+
+def test_the_worker_is_pointed_at_what_bootstrap_creates(compose: dict[str, Any]) -> None:
+    env = service(compose, "worker")["environment"]
+    resources = Resources()
+    assert resources.prefix == "mira"
+    for spec in resources.queues:
+        assert env[spec.env] == f"{LOCALSTACK_ENDPOINT}/{LOCALSTACK_ACCOUNT}/{spec.name}"
+    assert env["HISTORY_TABLE"] == resources.table
+    assert env["PAYLOAD_BUCKET"] == resources.bucket
+    assert env["AWS_ENDPOINT_URL"] == LOCALSTACK_ENDPOINT
+
+
+def test_compose_waits_for_the_drain_before_killing_the_worker(compose: dict[str, Any]) -> None:
+    """Compose's default is 10 s, inside the worker's 20 s drain."""
+    worker = service(compose, "worker")
+    grace = float(worker["environment"].get("SHUTDOWN_GRACE_SECONDS", 20))
+    assert seconds(worker["stop_grace_period"]) > grace

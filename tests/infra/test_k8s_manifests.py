@@ -1,0 +1,151 @@
+"""The Kubernetes manifests: they parse, the KEDA trigger reads the converse queue from the
+worker's ConfigMap, and the pod outlives the worker's drain."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.infra.cfn_yaml import REPO_ROOT, load_template
+from worker.settings import Settings
+
+K8S_DIR = REPO_ROOT / "infra" / "k8s"
+MANIFESTS = sorted(K8S_DIR.glob("*.yaml"))
+CONFIG_MAP_NAME = "mira-converse-config"
+#: Variables the worker reads that are boto's, not the Settings'.
+AWS_VARIABLES = {"AWS_REGION", "AWS_DEFAULT_REGION"}
+
+
+def documents(path: Path) -> list[dict[str, Any]]:
+    return [doc for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")) if doc is not None]
+
+
+def the_only(kind: str) -> dict[str, Any]:
+    found = [doc for path in MANIFESTS for doc in documents(path) if doc["kind"] == kind]
+    assert len(found) == 1, f"expected one {kind}, found {len(found)}"
+    return found[0]
+
+
+@pytest.fixture(scope="module")
+def config() -> dict[str, str]:
+    config_map = the_only("ConfigMap")
+    assert config_map["metadata"]["name"] == CONFIG_MAP_NAME
+    return dict(config_map["data"])
+
+
+@pytest.fixture(scope="module")
+def pod_spec() -> dict[str, Any]:
+    return dict(the_only("Deployment")["spec"]["template"]["spec"])
+
+
+@pytest.fixture(scope="module")
+def sqs_trigger() -> dict[str, Any]:
+    (trigger,) = the_only("ScaledObject")["spec"]["triggers"]
+    return dict(trigger)
+
+
+def test_the_expected_manifests_exist() -> None:
+    names = {path.name for path in MANIFESTS}
+    assert {"configmap.yaml", "deployment.yaml", "keda-scaledobject.yaml"} <= names
+
+
+@pytest.mark.parametrize("path", MANIFESTS, ids=lambda path: path.name)
+def test_every_manifest_parses_into_kubernetes_objects(path: Path) -> None:
+    docs = documents(path)
+    assert docs
+    for doc in docs:
+        assert {"apiVersion", "kind", "metadata"} <= set(doc)
+        assert doc["metadata"]["name"]
+
+
+def test_the_config_map_values_are_strings(config: dict[str, str]) -> None:
+    assert all(isinstance(value, str) for value in config.values())
+
+
+def test_the_config_map_sets_the_same_variables_as_the_ecs_task(config: dict[str, str]) -> None:
+    (container,) = load_template()["Resources"]["TaskDefinition"]["Properties"][
+        "ContainerDefinitions"
+    ]
+    assert set(config) == {entry["Name"] for entry in container["Environment"]}
+
+
+def test_every_config_map_variable_is_one_the_worker_reads(config: dict[str, str]) -> None:
+    known = {field.upper() for field in Settings.model_fields} | AWS_VARIABLES
+    assert set(config) <= known
+
+
+def test_the_config_map_holds_a_configuration_the_worker_accepts(
+    config: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in config.items():
+        monkeypatch.setenv(name, value)
+    settings = Settings()  # raises if the worker would refuse to start
+    assert settings.converse_queue_url == config["CONVERSE_QUEUE_URL"]
+    assert settings.shutdown_grace_seconds == 20
+
+
+def test_the_deployment_takes_its_environment_from_the_config_map(pod_spec: dict[str, Any]) -> None:
+    (container,) = pod_spec["containers"]
+    assert {"configMapRef": {"name": CONFIG_MAP_NAME}} in container["envFrom"]
+
+
+def test_the_pod_is_killed_only_after_the_worker_drained(
+    pod_spec: dict[str, Any], config: dict[str, str]
+) -> None:
+    assert pod_spec["terminationGracePeriodSeconds"] == 30
+    assert pod_spec["terminationGracePeriodSeconds"] > float(config["SHUTDOWN_GRACE_SECONDS"])
+
+
+def test_the_worker_runs_unprivileged_on_a_read_only_root(pod_spec: dict[str, Any]) -> None:
+    (container,) = pod_spec["containers"]
+    assert pod_spec["securityContext"]["runAsNonRoot"] is True
+    assert pod_spec["securityContext"]["runAsUser"] != 0
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    assert container["resources"]["requests"]
+    assert container["resources"]["limits"]["memory"]
+
+
+def test_the_deployment_leaves_the_entrypoint_to_the_image(pod_spec: dict[str, Any]) -> None:
+    (container,) = pod_spec["containers"]
+    assert "command" not in container
+    assert "args" not in container
+
+
+def test_keda_scales_the_deployment_on_the_converse_queue(
+    sqs_trigger: dict[str, Any], config: dict[str, str]
+) -> None:
+    target = the_only("ScaledObject")["spec"]["scaleTargetRef"]
+    assert target["name"] == the_only("Deployment")["metadata"]["name"]
+    assert sqs_trigger["type"] == "aws-sqs-queue"
+    metadata = sqs_trigger["metadata"]
+    assert metadata["queueURLFromEnv"] == "CONVERSE_QUEUE_URL"
+    assert "queueURL" not in metadata, "queueURL would override queueURLFromEnv"
+    assert metadata["queueURLFromEnv"] in config
+    assert metadata["awsRegion"] == config["AWS_REGION"]
+
+
+def test_the_target_backlog_per_pod_is_numeric_and_matches_the_ecs_target(
+    sqs_trigger: dict[str, Any],
+) -> None:
+    queue_length = sqs_trigger["metadata"]["queueLength"]
+    assert isinstance(queue_length, str), "KEDA trigger metadata values are strings"
+    assert queue_length.isdigit()
+    ecs_target = load_template()["Parameters"]["BacklogPerTaskTarget"]["Default"]
+    assert int(queue_length) == int(ecs_target) == 100
+
+
+def test_keda_authenticates_with_aws_pod_identity(sqs_trigger: dict[str, Any]) -> None:
+    auth = the_only("TriggerAuthentication")
+    assert sqs_trigger["authenticationRef"]["name"] == auth["metadata"]["name"]
+    assert auth["spec"]["podIdentity"]["provider"] == "aws"
+
+
+def test_replica_bounds_match_the_ecs_defaults() -> None:
+    spec = the_only("ScaledObject")["spec"]
+    parameters = load_template()["Parameters"]
+    assert spec["minReplicaCount"] == int(parameters["MinTasks"]["Default"]) == 1
+    assert spec["maxReplicaCount"] == int(parameters["MaxTasks"]["Default"]) == 20

@@ -1,0 +1,194 @@
+"""A moto server on 127.0.0.1 for the whole session, reset and bootstrapped for each test.
+
+The worker under test is the real one (aioboto3 over HTTP), either in-process
+(:func:`running_worker`) or as a ``worker run`` subprocess.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import urllib.request
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from moto.server import ThreadedMotoServer
+
+from worker.adapters.dynamodb import STATE_KEY, message_key
+from worker.bootstrap import Resources, create_resources
+from worker.runtime import Clients, aws_clients, run_worker
+from worker.settings import Settings
+
+CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_REGION": "us-east-1",
+}
+
+
+@pytest.fixture(scope="session")
+def moto_endpoint() -> Iterator[str]:
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@dataclass
+class Stack:
+    """The bootstrapped resources and clients for one test."""
+
+    endpoint: str
+    env: dict[str, str]
+    clients: Clients
+
+    def settings(self, **overrides: Any) -> Settings:
+        values: dict[str, Any] = {name.lower(): value for name, value in self.env.items()}
+        values.update(receive_wait_seconds=1, shutdown_grace_seconds=5.0)
+        values.update(overrides)
+        return Settings(**values)
+
+    def process_env(self, **extra: str) -> dict[str, str]:
+        """Environment for a ``worker run`` subprocess pointed at this stack."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+        env.update(CREDENTIALS, AWS_ENDPOINT_URL=self.endpoint, RECEIVE_WAIT_SECONDS="1")
+        env.update(self.env)
+        env.update(extra)
+        return env
+
+    async def send_command(self, **fields: Any) -> None:
+        command = {"type": "converse", "message": "What does clause 14.2 say?", **fields}
+        await self.send_raw(json.dumps(command))
+
+    async def send_raw(self, body: str) -> None:
+        await self.clients.sqs.send_message(
+            QueueUrl=self.env["CONVERSE_QUEUE_URL"], MessageBody=body
+        )
+
+    async def seed(
+        self,
+        conversation_id: str,
+        messages: list[tuple[str, str]],
+        *,
+        folded_through: int | None = None,
+        summary: str | None = None,
+        first_seq: int = 1,
+    ) -> None:
+        """Write (role, content) messages from ``first_seq`` on, and the state item if given."""
+        items = [
+            {
+                "pk": {"S": conversation_id},
+                "sk": {"S": message_key(seq)},
+                "seq": {"N": str(seq)},
+                "role": {"S": role},
+                "content": {"S": content},
+            }
+            for seq, (role, content) in enumerate(messages, start=first_seq)
+        ]
+        if folded_through is not None or summary is not None:
+            state: dict[str, Any] = {"pk": {"S": conversation_id}, "sk": {"S": STATE_KEY}}
+            if folded_through is not None:
+                state["folded_through"] = {"N": str(folded_through)}
+            if summary is not None:
+                state["fold_summary"] = {"S": summary}
+            items.append(state)
+        await self.put_items(items)
+
+    async def put_items(self, items: list[dict[str, Any]]) -> None:
+        table = self.env["HISTORY_TABLE"]
+        batches = [items[i : i + 25] for i in range(0, len(items), 25)]
+        semaphore = asyncio.Semaphore(8)
+
+        async def write(batch: list[dict[str, Any]]) -> None:
+            async with semaphore:
+                request = {table: [{"PutRequest": {"Item": item}} for item in batch]}
+                while request:
+                    response = await self.clients.dynamodb.batch_write_item(RequestItems=request)
+                    request = response.get("UnprocessedItems") or {}
+
+        await asyncio.gather(*(write(b) for b in batches))
+
+    async def drain(
+        self, env_name: str, *, expect: int | None = None, within: float = 15.0
+    ) -> list[dict[str, Any]]:
+        """Receive and delete everything on a queue; with ``expect``, wait until that many came."""
+        url = self.env.get(env_name, env_name)
+        received: list[dict[str, Any]] = []
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + within
+        while loop.time() < deadline:
+            response = await self.clients.sqs.receive_message(
+                QueueUrl=url,
+                MaxNumberOfMessages=10,
+                WaitTimeSeconds=1,
+                MessageAttributeNames=["All"],
+            )
+            messages = response.get("Messages", [])
+            for message in messages:
+                received.append(message)
+                await self.clients.sqs.delete_message(
+                    QueueUrl=url, ReceiptHandle=message["ReceiptHandle"]
+                )
+            if expect is None and not messages:
+                break
+            if expect is not None and len(received) >= expect:
+                break
+        return received
+
+    async def dead_letter_url(self) -> str:
+        name = Resources().queues[0].name + "-dlq"
+        return (await self.clients.sqs.get_queue_url(QueueName=name))["QueueUrl"]
+
+
+@pytest.fixture
+def fresh_moto(moto_endpoint: str) -> str:
+    """The session's moto server with every resource of earlier tests gone."""
+    request = urllib.request.Request(f"{moto_endpoint}/moto-api/reset", method="POST")
+    urllib.request.urlopen(request).close()
+    return moto_endpoint
+
+
+@pytest.fixture
+async def stack(fresh_moto: str, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Stack]:
+    moto_endpoint = fresh_moto
+    for name, value in CREDENTIALS.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", moto_endpoint)
+    async with aws_clients() as clients:
+        env = await create_resources(
+            clients.sqs, clients.dynamodb, clients.s3, Resources(), region="us-east-1"
+        )
+        yield Stack(endpoint=moto_endpoint, env=env, clients=clients)
+
+
+@contextlib.asynccontextmanager
+async def running_worker(settings: Settings) -> AsyncIterator[asyncio.Event]:
+    """The real worker in this event loop; leaving the block stops it and waits for the drain."""
+    stopping = asyncio.Event()
+    task = asyncio.create_task(run_worker(settings, stopping))
+    try:
+        yield stopping
+    finally:
+        stopping.set()
+        await asyncio.wait_for(task, timeout=30)
+
+
+def exchanges(count: int, *, chars: int = 40) -> list[tuple[str, str]]:
+    """``count`` question/answer pairs whose contents are numbered and ``chars`` long."""
+    pairs = []
+    for i in range(count):
+        pairs.append(("user", f"q{i} ".ljust(chars, "q")))
+        pairs.append(("assistant", f"a{i} ".ljust(chars, "a")))
+    return pairs
+
+
+def body_of(message: dict[str, Any]) -> Any:
+    return json.loads(message["Body"])

@@ -1,0 +1,106 @@
+"""The compaction enqueuer over the wire: sent once when due, never twice while pending."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from tests.integration.conftest import Stack, body_of, exchanges, running_worker
+from worker.adapters.dynamodb import STATE_KEY
+
+pytestmark = pytest.mark.integration
+
+
+async def state_item(stack: Stack, conversation_id: str) -> dict[str, object]:
+    response = await stack.clients.dynamodb.get_item(
+        TableName=stack.env["HISTORY_TABLE"],
+        Key={"pk": {"S": conversation_id}, "sk": {"S": STATE_KEY}},
+        ConsistentRead=True,
+    )
+    return dict(response.get("Item", {}))
+
+
+async def test_a_fold_request_is_sent_once_when_due(stack: Stack) -> None:
+    # 20 unfolded exchanges of 10 tokens: 40 messages >= half of 25.
+    await stack.seed("matter-f1", exchanges(20), folded_through=0)
+    await stack.send_command(command_id="c-f1", conversation_id="matter-f1")
+    async with running_worker(stack.settings()):
+        await stack.drain("MODEL_QUEUE_URL", expect=1)
+        [request] = await stack.drain("COMPACTION_QUEUE_URL", expect=1)
+    assert body_of(request) == {
+        "type": "compact",
+        "conversation_id": "matter-f1",
+        "folded_through": 0,
+        "through": 40,
+        "unfolded_tokens": 26 * 10,  # as far as the page shows: state item + messages 15..40
+        "command_id": "c-f1",
+    }
+    state = await state_item(stack, "matter-f1")
+    assert state["compaction_requested_through"] == {"N": "40"}
+    assert "compaction_requested_at" in state
+
+
+async def test_a_pending_request_is_not_repeated_on_the_next_turn(stack: Stack) -> None:
+    await stack.seed("matter-f2", exchanges(20), folded_through=0)
+    async with running_worker(stack.settings()):
+        await stack.send_command(command_id="c-1", conversation_id="matter-f2")
+        await stack.drain("MODEL_QUEUE_URL", expect=1)
+        await stack.drain("COMPACTION_QUEUE_URL", expect=1)
+        await stack.seed("matter-f2", [("user", "q"), ("assistant", "a")], first_seq=41)
+        await stack.send_command(command_id="c-2", conversation_id="matter-f2")
+        await stack.drain("MODEL_QUEUE_URL", expect=1)
+        assert await stack.drain("COMPACTION_QUEUE_URL", within=2) == []
+
+
+async def test_a_new_request_once_the_fold_has_advanced(stack: Stack) -> None:
+    await stack.seed("matter-f3", exchanges(20), folded_through=0)
+    async with running_worker(stack.settings()):
+        await stack.send_command(command_id="c-1", conversation_id="matter-f3")
+        await stack.drain("COMPACTION_QUEUE_URL", expect=1)
+        # The compactor folds through 40; twenty more exchanges arrive.
+        await stack.clients.dynamodb.update_item(
+            TableName=stack.env["HISTORY_TABLE"],
+            Key={"pk": {"S": "matter-f3"}, "sk": {"S": STATE_KEY}},
+            UpdateExpression="SET folded_through = :f, fold_summary = :s",
+            ExpressionAttributeValues={":f": {"N": "40"}, ":s": {"S": "folded"}},
+        )
+        await stack.seed("matter-f3", exchanges(20), first_seq=41)
+        await stack.send_command(command_id="c-2", conversation_id="matter-f3")
+        [request] = await stack.drain("COMPACTION_QUEUE_URL", expect=1)
+    assert (body_of(request)["folded_through"], body_of(request)["through"]) == (40, 80)
+
+
+async def test_no_fold_request_when_none_is_due(stack: Stack) -> None:
+    await stack.seed("matter-f4", exchanges(5))
+    await stack.send_command(command_id="c-1", conversation_id="matter-f4")
+    async with running_worker(stack.settings()):
+        await stack.drain("MODEL_QUEUE_URL", expect=1)
+        assert await stack.drain("COMPACTION_QUEUE_URL", within=2) == []
+    assert await state_item(stack, "matter-f4") == {}
+
+
+async def test_two_commands_for_one_conversation_at_once_yield_one_fold_request(
+    stack: Stack,
+) -> None:
+    await stack.seed("matter-f5", exchanges(20), folded_through=0)
+    await asyncio.gather(
+        *(stack.send_command(command_id=f"c-{i}", conversation_id="matter-f5") for i in range(6))
+    )
+    async with running_worker(stack.settings(worker_concurrency=16)):
+        prompts = await stack.drain("MODEL_QUEUE_URL", expect=6)
+        requests = await stack.drain("COMPACTION_QUEUE_URL", within=3)
+    assert sorted(body_of(m)["command_id"] for m in prompts) == [f"c-{i}" for i in range(6)]
+    assert len(requests) == 1
+
+
+async def test_two_workers_racing_on_one_conversation_send_one_request(stack: Stack) -> None:
+    await stack.seed("matter-f6", exchanges(20), folded_through=0)
+    await asyncio.gather(
+        *(stack.send_command(command_id=f"c-{i}", conversation_id="matter-f6") for i in range(8))
+    )
+    settings = stack.settings(worker_concurrency=4)
+    async with running_worker(settings), running_worker(settings):
+        await stack.drain("MODEL_QUEUE_URL", expect=8)
+        requests = await stack.drain("COMPACTION_QUEUE_URL", within=3)
+    assert len(requests) == 1

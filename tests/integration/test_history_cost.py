@@ -1,0 +1,50 @@
+"""A turn reads one page of the history table, however long the conversation is."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.integration.conftest import Stack, exchanges
+from worker.adapters.dynamodb import DynamoHistoryStore
+from worker.memory import bound_history
+
+pytestmark = pytest.mark.integration
+
+
+class CountingDynamoDB:
+    """The real aiobotocore client, with every Query's call and item counts recorded."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self.queries = 0
+        self.items_returned = 0
+        self.items_scanned = 0
+
+    async def query(self, **request: Any) -> Any:
+        response = await self._client.query(**request)
+        self.queries += 1
+        self.items_returned += response["Count"]
+        self.items_scanned += response["ScannedCount"]
+        return response
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+async def test_items_read_per_turn_do_not_grow_with_the_conversation(stack: Stack) -> None:
+    """GIVEN conversations of 30 and 30,000 messages in one table, WHEN a turn loads each,
+    THEN both turns make one Query and read the same number of items (27)."""
+    await stack.seed("matter-short", exchanges(15), folded_through=0)
+    await stack.seed("matter-long", exchanges(15_000, chars=12), folded_through=29_900)
+    settings = stack.settings()
+    reads = {}
+    for conversation_id in ("matter-short", "matter-long"):
+        counting = CountingDynamoDB(stack.clients.dynamodb)
+        store = DynamoHistoryStore(counting, settings.history_table)
+        page = await store.load_page(conversation_id, settings.history_page_size)
+        window = bound_history(page.messages, settings.window_limits)
+        assert window.kept == 24
+        reads[conversation_id] = (counting.queries, counting.items_returned, counting.items_scanned)
+    assert reads["matter-short"] == reads["matter-long"] == (1, 27, 27)

@@ -1,0 +1,157 @@
+"""`worker run`, `worker bootstrap` and `make run` as processes: exit codes, signals, stderr."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.integration.conftest import Stack, body_of, exchanges, running_worker
+
+pytestmark = pytest.mark.integration
+
+WORKER = [sys.executable, "-m", "worker.cli"]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+async def test_sigterm_exits_zero_and_loses_nothing(stack: Stack) -> None:
+    """GIVEN 60 commands and a worker serving them, WHEN it gets SIGTERM mid-stream,
+    THEN it exits 0 within its grace period, and a second worker serves the rest:
+    every command reaches the model queue."""
+    await stack.seed("matter-s", exchanges(5))
+    ids = [f"c-{i}" for i in range(60)]
+    await asyncio.gather(
+        *(stack.send_command(command_id=c, conversation_id="matter-s") for c in ids)
+    )
+    process = await asyncio.create_subprocess_exec(
+        *WORKER,
+        "run",
+        env=stack.process_env(SHUTDOWN_GRACE_SECONDS="10", WORKER_CONCURRENCY="4"),
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        first = await stack.drain("MODEL_QUEUE_URL", expect=5, within=30)
+        process.send_signal(signal.SIGTERM)
+        async with asyncio.timeout(15):
+            _, stderr = await process.communicate()
+    finally:
+        if process.returncode is None:
+            process.kill()
+    assert process.returncode == 0
+    assert b"Traceback" not in stderr
+
+    async with running_worker(stack.settings()):
+        rest = await stack.drain("MODEL_QUEUE_URL", expect=len(ids) - len(first), within=20)
+    served = {body_of(m)["command_id"] for m in first + rest}
+    assert served == set(ids)
+
+
+@pytest.mark.parametrize(
+    ("env", "reason"),
+    [
+        (
+            {"MEMORY_FOLD_MIN_TOKENS": "4000"},
+            "HISTORY_WINDOW_MAX_TOKENS (4000) must be >= 2x MEMORY_FOLD_MIN_TOKENS (4000): "
+            "the fold is async; below 2x a reference falls into a gap held by neither",
+        ),
+        ({"HISTORY_WINDOW_FLOOR_MESSAGES": "30"}, "HISTORY_WINDOW_FLOOR_MESSAGES (30) must be"),
+        ({"HISTORY_TABLE": ""}, "HISTORY_TABLE: String should have at least 1 character"),
+    ],
+)
+def test_a_configuration_error_stops_worker_run_with_the_reason(
+    env: dict[str, str], reason: str
+) -> None:
+    base = {
+        "CONVERSE_QUEUE_URL": "http://127.0.0.1:9/q/converse",
+        "MODEL_QUEUE_URL": "http://127.0.0.1:9/q/model",
+        "COMPACTION_QUEUE_URL": "http://127.0.0.1:9/q/compaction",
+        "HISTORY_TABLE": "mira-history",
+        "PATH": os.environ.get("PATH", ""),
+    }
+    result = subprocess.run(
+        [*WORKER, "run"],
+        env={**base, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("worker: invalid configuration: ")
+    assert reason in lines[0]
+
+
+async def test_a_converse_queue_without_a_dead_letter_queue_refuses_to_start(
+    stack: Stack,
+) -> None:
+    bare = await stack.clients.sqs.create_queue(QueueName="no-redrive")
+    result = await asyncio.to_thread(
+        subprocess.run,
+        [*WORKER, "run"],
+        env=stack.process_env(CONVERSE_QUEUE_URL=bare["QueueUrl"]),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert "CONVERSE_QUEUE_URL: the queue has no RedrivePolicy" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+async def test_bootstrap_prints_the_env_lines_and_is_idempotent(stack: Stack) -> None:
+    async def bootstrap() -> subprocess.CompletedProcess[str]:
+        return await asyncio.to_thread(
+            subprocess.run,
+            [*WORKER, "bootstrap", "--prefix", "other"],
+            env=stack.process_env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+
+    first, second = await bootstrap(), await bootstrap()
+    assert first.stdout == second.stdout
+    lines = dict(line.split("=", 1) for line in first.stdout.splitlines())
+    assert set(lines) == {
+        "CONVERSE_QUEUE_URL",
+        "MODEL_QUEUE_URL",
+        "COMPACTION_QUEUE_URL",
+        "HISTORY_TABLE",
+        "PAYLOAD_BUCKET",
+    }
+    assert lines["CONVERSE_QUEUE_URL"].endswith("/other-converse")
+    attributes = await stack.clients.sqs.get_queue_attributes(
+        QueueUrl=lines["CONVERSE_QUEUE_URL"], AttributeNames=["RedrivePolicy"]
+    )
+    assert "other-converse-dlq" in attributes["Attributes"]["RedrivePolicy"]
+
+
+def test_make_run_shows_the_window_the_payload_and_the_fold_request() -> None:
+    """`worker demo --once` is `make run` stopping by itself after the first turn."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    result = subprocess.run(
+        [*WORKER, "demo", "--once"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=ROOT,
+    )
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "clerk.converse_history_window_bounded" in out
+    assert "──── prompt payload ────" in out
+    assert '"trimmed": 1' in out
+    assert "──── compaction request ────" in out
+    assert "clerk.converse_compaction_requested" in out
