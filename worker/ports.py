@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import Literal, Protocol
 
 from worker.memory import CompactionPlan, FoldState, HistoryMessage
 
@@ -41,6 +41,33 @@ class DeleteFailure:
 
     message_id: str
     code: str
+
+
+@dataclass(frozen=True, slots=True)
+class CommandClaim:
+    """What :meth:`CommandLedger.begin` found: ``started`` (this caller owns the command),
+    ``done`` (forwarded before), or ``busy`` (another owner holds a live lease)."""
+
+    state: Literal["started", "done", "busy"]
+    lease_until: datetime | None = None
+
+
+class CommandLedger(Protocol):
+    """Idempotency on ``command_id``: who is forwarding a command, and whether it is done."""
+
+    async def begin(
+        self, conversation_id: str, command_id: str, *, owner: str, lease: timedelta, now: datetime
+    ) -> CommandClaim: ...
+
+    async def renew(
+        self, conversation_id: str, command_id: str, *, owner: str, lease: timedelta, now: datetime
+    ) -> bool: ...
+
+    async def finish(
+        self, conversation_id: str, command_id: str, *, owner: str, now: datetime
+    ) -> None: ...
+
+    async def abandon(self, conversation_id: str, command_id: str, *, owner: str) -> None: ...
 
 
 class HistoryStore(Protocol):

@@ -6,14 +6,15 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import aioboto3
 from aiobotocore.config import AioConfig
 
-from worker.adapters.dynamodb import DynamoHistoryStore
-from worker.adapters.sqs import SqsQueue
-from worker.consumer import Consumer, _backoff, _sleep_unless
+from worker.adapters.dynamodb import DynamoCommandLedger, DynamoHistoryStore
+from worker.adapters.sqs import QueueDescription, SqsQueue
+from worker.consumer import Consumer, ConsumerPolicy, _backoff, _sleep_unless
 from worker.errors import StoreUnavailable
 from worker.logs import get_logger
 from worker.settings import ConfigError, Settings
@@ -47,23 +48,35 @@ async def aws_clients(pool_size: int = 50) -> AsyncIterator[Clients]:
         )
 
 
-async def resolve_dead_letter_queue(converse: SqsQueue, stopping: asyncio.Event) -> SqsQueue | None:
-    """The converse queue's DLQ, waiting out an unreachable endpoint; None if stopped first."""
+async def describe_converse_queue(
+    converse: SqsQueue, settings: Settings, stopping: asyncio.Event
+) -> QueueDescription | None:
+    """The converse queue's visibility and DLQ, waiting out an unreachable endpoint.
+
+    Raises ConfigError when the queue has no dead-letter queue or its visibility timeout
+    does not leave room for the shutdown grace period; None if stopped first.
+    """
     failures = 0
     while not stopping.is_set():
         try:
-            dlq = await converse.dead_letter_queue()
+            description = await converse.describe()
         except StoreUnavailable as exc:
             failures += 1
             log.warning("clerk.converse_startup_retry", error=str(exc))
             await _sleep_unless(stopping, _backoff(failures))
             continue
-        if dlq is None:
+        if description.dead_letter is None:
             raise ConfigError(
                 "CONVERSE_QUEUE_URL: the queue has no RedrivePolicy, so rejected commands "
                 "would have nowhere to go; give it a dead-letter queue"
             )
-        return dlq
+        if settings.shutdown_grace_seconds >= description.visibility_timeout:
+            raise ConfigError(
+                f"SHUTDOWN_GRACE_SECONDS ({settings.shutdown_grace_seconds:g}) must be below "
+                f"the converse queue's VisibilityTimeout ({description.visibility_timeout}): "
+                "work still draining must not be delivered to another worker"
+            )
+        return description
     return None
 
 
@@ -71,21 +84,22 @@ async def run_worker(settings: Settings, stopping: asyncio.Event) -> None:
     """Run one consumer until ``stopping`` is set; raises ConfigError on a bad deployment."""
     async with aws_clients(pool_size=max(10, settings.worker_concurrency + 10)) as clients:
         converse = SqsQueue(clients.sqs, settings.converse_queue_url)
-        dead_letters = await resolve_dead_letter_queue(converse, stopping)
-        if dead_letters is None:
+        description = await describe_converse_queue(converse, settings, stopping)
+        if description is None or description.dead_letter is None:
             return
+        visibility = description.visibility_timeout
         stage = ConverseStage(
             history=DynamoHistoryStore(clients.dynamodb, settings.history_table),
+            ledger=DynamoCommandLedger(clients.dynamodb, settings.history_table),
             model_queue=SqsQueue(clients.sqs, settings.model_queue_url),
             compaction_queue=SqsQueue(clients.sqs, settings.compaction_queue_url),
             settings=settings,
+            lease=timedelta(seconds=visibility),
         )
         consumer = Consumer(
             source=converse,
             stage=stage,
-            dead_letters=dead_letters,
-            concurrency=settings.worker_concurrency,
-            wait_seconds=settings.receive_wait_seconds,
-            grace_seconds=settings.shutdown_grace_seconds,
+            dead_letters=description.dead_letter,
+            policy=ConsumerPolicy.from_settings(settings, visibility_timeout=visibility),
         )
         await consumer.run(stopping)

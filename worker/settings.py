@@ -67,6 +67,9 @@ class Settings(BaseSettings):
     receive_wait_seconds: int = Field(default=20, ge=0, le=20)
     shutdown_grace_seconds: float = Field(default=20.0, gt=0)
     compaction_retry_seconds: float = Field(default=300.0, gt=0)
+    retry_base_seconds: float = Field(default=2.0, gt=0)
+    retry_max_seconds: float = Field(default=300.0, gt=0, le=43_200)
+    lease_max_seconds: float = Field(default=900.0, gt=0, le=43_200)
 
     @property
     def window_limits(self) -> WindowLimits:

@@ -1,15 +1,23 @@
 """The converse stage's turn: command in, one Query, the window, the prompt out, maybe a fold.
 
 Each received message yields an :data:`Outcome`; the consumer acts on it (delete,
-dead-letter, or leave for a retry). Nothing here deletes or logs content.
+dead-letter, or return to the queue with a delay). Nothing here deletes or logs content.
+
+Idempotency: before forwarding, the command is claimed in the ledger (a conditional
+write keyed on ``command_id``). A command already done is deleted without a second
+forward; one in progress under a live lease is left for later; one whose lease expired
+is taken over. The one residual window, a crash after the send and before the record is
+marked done, is closed by a FIFO model queue (deduplication id = command id).
 """
 
 from __future__ import annotations
 
+import contextlib
+import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 from structlog.contextvars import bound_contextvars
@@ -19,7 +27,14 @@ from worker.errors import RejectedCommand, RetryableError
 from worker.logs import get_logger
 from worker.memory import bound_history, fold_gap
 from worker.memory.compaction import maybe_enqueue_compaction
-from worker.ports import FoldClaims, HistoryStore, MessageSender, ReceivedMessage
+from worker.ports import (
+    CommandLedger,
+    FoldClaims,
+    HistoryPage,
+    HistoryStore,
+    MessageSender,
+    ReceivedMessage,
+)
 from worker.settings import Settings
 
 log = get_logger()
@@ -27,7 +42,7 @@ log = get_logger()
 
 @dataclass(frozen=True, slots=True)
 class Done:
-    """Served: the prompt payload was sent; delete the command."""
+    """Served (or served before): delete the command."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,9 +54,15 @@ class Rejected:
 
 @dataclass(frozen=True, slots=True)
 class Retry:
-    """Not served this time: leave it to come back."""
+    """Not served this time: return it to the queue.
+
+    ``delay`` is how long it should stay invisible (None: back off by receive count);
+    ``failure`` says whether a dependency failed (the consumer then slows its polling).
+    """
 
     error: str
+    delay: float | None = None
+    failure: bool = True
 
 
 Outcome = Done | Rejected | Retry
@@ -51,21 +72,33 @@ class History(HistoryStore, FoldClaims, Protocol):
     """The history table as the stage uses it: read a page, claim a fold request."""
 
 
+@dataclass(frozen=True, slots=True)
+class _Active:
+    command: ConverseCommand
+    owner: str
+
+
 class ConverseStage:
     def __init__(
         self,
         *,
         history: History,
+        ledger: CommandLedger,
         model_queue: MessageSender,
         compaction_queue: MessageSender,
         settings: Settings,
+        lease: timedelta,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self._history = history
+        self._ledger = ledger
         self._model_queue = model_queue
         self._compaction_queue = compaction_queue
         self._settings = settings
+        self._lease = lease
         self._clock = clock
+        self._worker_id = uuid.uuid4().hex[:12]
+        self._active: dict[str, _Active] = {}
 
     async def handle(self, message: ReceivedMessage) -> Outcome:
         try:
@@ -75,15 +108,74 @@ class ConverseStage:
         with bound_contextvars(
             conversation_id=command.conversation_id, command_id=command.command_id
         ):
+            owner = f"{self._worker_id}/{message.message_id}/{message.receive_count}"
             try:
-                await self.serve(command)
+                return await self._handle(message, command, owner)
             except RetryableError as exc:
                 log.warning("clerk.converse_command_retry", error=str(exc))
                 return Retry(str(exc))
+
+    async def _handle(
+        self, message: ReceivedMessage, command: ConverseCommand, owner: str
+    ) -> Outcome:
+        ledger = self._ledger
+        ids = (command.conversation_id, command.command_id)
+        claim = await ledger.begin(*ids, owner=owner, lease=self._lease, now=self._clock())
+        if claim.state == "done":
+            log.info("clerk.converse_command_duplicate")
+            return Done()
+        if claim.state == "busy":
+            remaining = (claim.lease_until or self._clock()) - self._clock()
+            log.info("clerk.converse_command_in_progress_elsewhere")
+            return Retry(
+                "in progress elsewhere",
+                delay=max(1.0, remaining.total_seconds() + 1),
+                failure=False,
+            )
+
+        self._active[message.message_id] = _Active(command, owner)
+        try:
+            page = await self.forward(command)
+        except BaseException:
+            self._active.pop(message.message_id, None)
+            with contextlib.suppress(RetryableError):  # else the lease runs out by itself
+                await ledger.abandon(*ids, owner=owner)
+            raise
+        self._active.pop(message.message_id, None)
+        try:
+            await ledger.finish(*ids, owner=owner, now=self._clock())
+        except RetryableError as exc:
+            # The prompt is out: retrying would forward it twice. Delete it; a redelivered
+            # duplicate after the lease could still be forwarded (see docs/RELIABILITY.md).
+            log.warning("clerk.converse_command_finish_failed", error=str(exc))
+        await self.request_fold(command, page)
         return Done()
 
-    async def serve(self, command: ConverseCommand) -> None:
-        """Load one page, bound it, forward the prompt, then ask for a fold if one is due."""
+    async def renew(self, message_ids: Iterable[str]) -> list[str]:
+        """Renew the command leases of these in-flight messages; returns the ids that lost it."""
+        lost = []
+        for message_id in message_ids:
+            active = self._active.get(message_id)
+            if active is None:
+                continue
+            command = active.command
+            try:
+                held = await self._ledger.renew(
+                    command.conversation_id,
+                    command.command_id,
+                    owner=active.owner,
+                    lease=self._lease,
+                    now=self._clock(),
+                )
+            except RetryableError as exc:
+                log.warning("clerk.converse_lease_renew_failed", error=str(exc))
+                continue
+            if not held:
+                lost.append(message_id)
+        return lost
+
+    async def forward(self, command: ConverseCommand) -> HistoryPage:
+        """Load one page, bound it, send the prompt payload; returns the page read."""
         settings = self._settings
         page = await self._history.load_page(command.conversation_id, settings.history_page_size)
         if page.malformed:
@@ -121,19 +213,21 @@ class ConverseStage:
             estimated_tokens=window.estimated_tokens,
             body_bytes=len(body.encode("utf-8", "surrogatepass")),
         )
+        return page
 
+    async def request_fold(self, command: ConverseCommand, page: HistoryPage) -> None:
+        """Ask for a fold if one is due; a failure here waits for the next turn."""
         try:
             plan = await maybe_enqueue_compaction(
                 command,
                 page.messages,
                 page.state,
-                limits=settings.fold_limits,
+                limits=self._settings.fold_limits,
                 claims=self._history,
                 queue=self._compaction_queue,
                 now=self._clock(),
             )
         except RetryableError as exc:
-            # The prompt is out; the next turn re-plans the fold, so this is not worth a retry.
             log.warning("clerk.converse_compaction_request_failed", error=str(exc))
             return
         if plan is not None:

@@ -6,6 +6,7 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from worker.adapters.errors import aws_call
@@ -96,20 +97,30 @@ class SqsQueue:
             response = await self._client.send_message(**request)
         return str(response["MessageId"])
 
-    async def dead_letter_queue(self) -> SqsQueue | None:
-        """The queue its RedrivePolicy names, or None when it has none."""
+    async def describe(self) -> QueueDescription:
+        """The queue's visibility timeout and the dead-letter queue its RedrivePolicy names."""
         with aws_call("sqs.GetQueueAttributes"):
             response = await self._client.get_queue_attributes(
-                QueueUrl=self.url, AttributeNames=["RedrivePolicy"]
+                QueueUrl=self.url, AttributeNames=["VisibilityTimeout", "RedrivePolicy"]
             )
-        policy = response.get("Attributes", {}).get("RedrivePolicy")
+        attributes = response.get("Attributes", {})
+        visibility = int(attributes.get("VisibilityTimeout", "30"))
+        policy = attributes.get("RedrivePolicy")
         if not policy:
-            return None
+            return QueueDescription(visibility_timeout=visibility, dead_letter=None)
         arn = json.loads(policy)["deadLetterTargetArn"]
         _, _, _, _, account, name = arn.split(":", 5)
         with aws_call("sqs.GetQueueUrl"):
             found = await self._client.get_queue_url(QueueName=name, QueueOwnerAWSAccountId=account)
-        return SqsQueue(self._client, found["QueueUrl"])
+        return QueueDescription(
+            visibility_timeout=visibility, dead_letter=SqsQueue(self._client, found["QueueUrl"])
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class QueueDescription:
+    visibility_timeout: int
+    dead_letter: SqsQueue | None
 
 
 def _attribute_value(value: str | int) -> dict[str, str]:
