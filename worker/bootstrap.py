@@ -33,12 +33,15 @@ class Resources:
 
     prefix: str = "mira"
     fifo_model_queue: bool = False
+    converse_visibility_timeout: int = CONVERSE_VISIBILITY_TIMEOUT
 
     @property
     def queues(self) -> tuple[QueueSpec, ...]:
         model = f"{self.prefix}-model" + (".fifo" if self.fifo_model_queue else "")
         return (
-            QueueSpec("CONVERSE_QUEUE_URL", f"{self.prefix}-converse", CONVERSE_VISIBILITY_TIMEOUT),
+            QueueSpec(
+                "CONVERSE_QUEUE_URL", f"{self.prefix}-converse", self.converse_visibility_timeout
+            ),
             QueueSpec("MODEL_QUEUE_URL", model),
             QueueSpec("COMPACTION_QUEUE_URL", f"{self.prefix}-compaction"),
         )

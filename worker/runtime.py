@@ -80,6 +80,18 @@ async def describe_converse_queue(
     return None
 
 
+def build_stage(clients: Clients, settings: Settings, *, visibility_timeout: int) -> ConverseStage:
+    """The stage over the real adapters; command leases last one visibility timeout."""
+    return ConverseStage(
+        history=DynamoHistoryStore(clients.dynamodb, settings.history_table),
+        ledger=DynamoCommandLedger(clients.dynamodb, settings.history_table),
+        model_queue=SqsQueue(clients.sqs, settings.model_queue_url),
+        compaction_queue=SqsQueue(clients.sqs, settings.compaction_queue_url),
+        settings=settings,
+        lease=timedelta(seconds=visibility_timeout),
+    )
+
+
 async def run_worker(settings: Settings, stopping: asyncio.Event) -> None:
     """Run one consumer until ``stopping`` is set; raises ConfigError on a bad deployment."""
     async with aws_clients(pool_size=max(10, settings.worker_concurrency + 10)) as clients:
@@ -88,14 +100,7 @@ async def run_worker(settings: Settings, stopping: asyncio.Event) -> None:
         if description is None or description.dead_letter is None:
             return
         visibility = description.visibility_timeout
-        stage = ConverseStage(
-            history=DynamoHistoryStore(clients.dynamodb, settings.history_table),
-            ledger=DynamoCommandLedger(clients.dynamodb, settings.history_table),
-            model_queue=SqsQueue(clients.sqs, settings.model_queue_url),
-            compaction_queue=SqsQueue(clients.sqs, settings.compaction_queue_url),
-            settings=settings,
-            lease=timedelta(seconds=visibility),
-        )
+        stage = build_stage(clients, settings, visibility_timeout=visibility)
         consumer = Consumer(
             source=converse,
             stage=stage,

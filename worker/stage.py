@@ -12,6 +12,7 @@ marked done, is closed by a FIFO model queue (deduplication id = command id).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import uuid
 from collections import Counter
@@ -38,6 +39,9 @@ from worker.ports import (
 from worker.settings import Settings
 
 log = get_logger()
+
+#: Pauses between tries to mark a forwarded command done (about 16 s in all).
+FINISH_RETRY_DELAYS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,15 +145,30 @@ class ConverseStage:
             with contextlib.suppress(RetryableError):  # else the lease runs out by itself
                 await ledger.abandon(*ids, owner=owner)
             raise
-        self._active.pop(message.message_id, None)
         try:
-            await ledger.finish(*ids, owner=owner, now=self._clock())
-        except RetryableError as exc:
-            # The prompt is out: retrying would forward it twice. Delete it; a redelivered
-            # duplicate after the lease could still be forwarded (see docs/RELIABILITY.md).
-            log.warning("clerk.converse_command_finish_failed", error=str(exc))
+            await self._finish(*ids, owner=owner)
+        finally:
+            self._active.pop(message.message_id, None)
         await self.request_fold(command, page)
         return Done()
+
+    async def _finish(self, conversation_id: str, command_id: str, *, owner: str) -> None:
+        """Mark the command done, trying through a short outage (the message's lease is
+        kept alive meanwhile). The prompt is out, so a failure never means a retry: that
+        would forward it twice. If every try fails, the message is still deleted, and only
+        a duplicate delivery after the lease could be forwarded again (RELIABILITY.md)."""
+        for delay in (*FINISH_RETRY_DELAYS, None):
+            try:
+                await self._ledger.finish(
+                    conversation_id, command_id, owner=owner, now=self._clock()
+                )
+            except RetryableError as exc:
+                if delay is None:
+                    log.warning("clerk.converse_command_finish_failed", error=str(exc))
+                    return
+                await asyncio.sleep(delay)
+                continue
+            return
 
     async def renew(self, message_ids: Iterable[str]) -> list[str]:
         """Renew the command leases of these in-flight messages; returns the ids that lost it."""

@@ -13,14 +13,14 @@ import logging
 import os
 import urllib.request
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 from moto.server import ThreadedMotoServer
 
 from worker.adapters.dynamodb import STATE_KEY, message_key
-from worker.bootstrap import Resources, create_resources
+from worker.bootstrap import Resources, create_resources, dead_letter_name
 from worker.runtime import Clients, aws_clients, run_worker
 from worker.settings import Settings
 
@@ -49,6 +49,7 @@ class Stack:
     endpoint: str
     env: dict[str, str]
     clients: Clients
+    resources: Resources = field(default_factory=Resources)
 
     def settings(self, **overrides: Any) -> Settings:
         values: dict[str, Any] = {name.lower(): value for name, value in self.env.items()}
@@ -143,9 +144,17 @@ class Stack:
                 break
         return received
 
-    async def dead_letter_url(self) -> str:
-        name = Resources().queues[0].name + "-dlq"
+    async def dead_letter_url(self, env_name: str = "CONVERSE_QUEUE_URL") -> str:
+        [spec] = [q for q in self.resources.queues if q.env == env_name]
+        name = dead_letter_name(spec.name)
         return (await self.clients.sqs.get_queue_url(QueueName=name))["QueueUrl"]
+
+    async def with_resources(self, resources: Resources) -> Stack:
+        """Another set of the contract's resources on the same server (other names)."""
+        env = await create_resources(
+            self.clients.sqs, self.clients.dynamodb, self.clients.s3, resources, region="us-east-1"
+        )
+        return Stack(endpoint=self.endpoint, env=env, clients=self.clients, resources=resources)
 
 
 @pytest.fixture
@@ -192,3 +201,19 @@ def exchanges(count: int, *, chars: int = 40) -> list[tuple[str, str]]:
 
 def body_of(message: dict[str, Any]) -> Any:
     return json.loads(message["Body"])
+
+
+_REPORT: dict[str, Any] = {}
+
+
+@pytest.fixture
+def reliability_report() -> dict[str, Any]:
+    """Figures a test measured, printed at the end of the run."""
+    return _REPORT
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if _REPORT:
+        terminalreporter.section("reliability figures")
+        for label, figures in _REPORT.items():
+            terminalreporter.line(f"{label}: {json.dumps(figures)}")
