@@ -8,8 +8,8 @@
   backoff by receive count (exponential, jittered); while dependencies fail, polling
   slows too, so an outage does not burn receive counts towards the dead-letter queue.
 - A failed receive is logged and backed off; the loop never busy-spins on a dead endpoint.
-- Deletes are batched (ten at a time, or after a short linger) and each failed entry of a
-  batch response is logged, not assumed away.
+- Deletes are batched (:class:`Batcher`: ten at a time, or after a short linger) and each
+  failed entry of a batch response is logged, not assumed away.
 - Stop: the parked long poll is cancelled, messages received but not started are
   released (visibility 0), in-flight work gets ``grace_seconds`` to finish, what it
   abandons is released, deletes are flushed.
@@ -26,6 +26,7 @@ from typing import Protocol
 
 from structlog.contextvars import bound_contextvars
 
+from worker.batching import MAX_BATCH, Batcher
 from worker.errors import RetryableError
 from worker.logs import get_logger
 from worker.ports import DeleteFailure, MessageSender, MessageSource, ReceivedMessage
@@ -34,7 +35,6 @@ from worker.stage import Done, Outcome, Rejected, Retry
 
 log = get_logger()
 
-MAX_BATCH = 10
 #: How long a finished message may wait for nine others before its delete is sent.
 DELETE_LINGER_SECONDS = 0.05
 RECEIVE_BACKOFF_BASE = 0.5
@@ -88,64 +88,6 @@ class ConsumerPolicy:
         return max(1, round(random.uniform(ceiling / 2, ceiling)))
 
 
-class _Close:
-    """Queued last by :meth:`BatchDeleter.close`: flush what came before, then stop."""
-
-
-class BatchDeleter:
-    """Collects finished messages and deletes them in batches of up to ten.
-
-    It is never cancelled: ``close`` queues a marker behind the last message, so every
-    delete queued before it is sent. (Cancelling a task parked in ``wait_for`` can lose
-    the cancellation on Python 3.11; a marker has no such race.)
-    """
-
-    def __init__(self, source: MessageSource, linger: float = DELETE_LINGER_SECONDS) -> None:
-        self._source = source
-        self._linger = linger
-        self._queue: asyncio.Queue[ReceivedMessage | _Close] = asyncio.Queue()
-        self._task: asyncio.Task[None] | None = None
-
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="batch-deleter")
-
-    def delete(self, message: ReceivedMessage) -> None:
-        self._queue.put_nowait(message)
-
-    async def close(self) -> None:
-        """Send every delete queued so far, then stop."""
-        if self._task is not None:
-            self._queue.put_nowait(_Close())
-            await self._task
-
-    async def _run(self) -> None:
-        closing = False
-        while not closing:
-            first = await self._queue.get()
-            if isinstance(first, _Close):
-                return
-            batch = [first]
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self._linger):
-                    while len(batch) < MAX_BATCH:
-                        item = await self._queue.get()
-                        if isinstance(item, _Close):
-                            closing = True
-                            break
-                        batch.append(item)
-            await self._flush(batch)
-
-    async def _flush(self, batch: Sequence[ReceivedMessage]) -> None:
-        try:
-            failures = await self._source.delete_batch(batch)
-        except RetryableError as exc:
-            # The messages come back after their visibility timeout; the ledger makes
-            # a redelivery a no-op.
-            log.warning("clerk.converse_delete_failed", count=len(batch), error=str(exc))
-            return
-        _log_failures("clerk.converse_delete_failed", failures)
-
-
 @dataclass(slots=True)
 class _Lease:
     message: ReceivedMessage
@@ -167,7 +109,9 @@ class Consumer:
         self._stage = stage
         self._dead_letters = dead_letters
         self._policy = policy
-        self._deleter = BatchDeleter(source)
+        self._deleter: Batcher[ReceivedMessage, None] = Batcher(
+            self._delete_batch, linger=DELETE_LINGER_SECONDS, name="delete-batch"
+        )
         self._in_flight: dict[asyncio.Task[None], ReceivedMessage] = {}
         self._leases: dict[str, _Lease] = {}
         self._failure_streak = 0
@@ -175,7 +119,6 @@ class Consumer:
     async def run(self, stopping: asyncio.Event) -> None:
         """Consume until ``stopping`` is set, then drain and return."""
         policy = self._policy
-        self._deleter.start()
         heartbeat = asyncio.create_task(self._heartbeat(), name="lease-heartbeat")
         log.info(
             "clerk.converse_worker_started",
@@ -266,7 +209,7 @@ class Consumer:
             match outcome:
                 case Done():
                     self._failure_streak = 0
-                    self._deleter.delete(message)
+                    self._deleter.submit(message)
                 case Rejected(reason=reason):
                     await self._dead_letter(message, reason)
                 case Retry(delay=delay, failure=failure):
@@ -291,7 +234,18 @@ class Consumer:
         except RetryableError as exc:
             log.warning("clerk.converse_dead_letter_failed", error=str(exc))
             return  # not deleted: it comes back and is rejected again
-        self._deleter.delete(message)
+        self._deleter.submit(message)
+
+    async def _delete_batch(self, batch: Sequence[ReceivedMessage]) -> list[None]:
+        try:
+            failures = await self._source.delete_batch(batch)
+        except RetryableError as exc:
+            # The messages come back after their visibility timeout; the ledger makes
+            # a redelivery a no-op.
+            log.warning("clerk.converse_delete_failed", count=len(batch), error=str(exc))
+        else:
+            _log_failures("clerk.converse_delete_failed", failures)
+        return [None] * len(batch)
 
     async def _heartbeat(self) -> None:
         """Each beat, extend every in-flight message that would otherwise expire before the

@@ -13,10 +13,13 @@ import aioboto3
 from aiobotocore.config import AioConfig
 
 from worker.adapters.dynamodb import DynamoCommandLedger, DynamoHistoryStore
-from worker.adapters.sqs import QueueDescription, SqsQueue
+from worker.adapters.s3 import S3ObjectStore
+from worker.adapters.sqs import BatchingSender, QueueDescription, SqsQueue
 from worker.consumer import Consumer, ConsumerPolicy, _backoff, _sleep_unless
 from worker.errors import StoreUnavailable
 from worker.logs import get_logger
+from worker.payloads import OffloadingSender
+from worker.ports import MessageSender
 from worker.settings import ConfigError, Settings
 from worker.stage import ConverseStage
 
@@ -80,13 +83,34 @@ async def describe_converse_queue(
     return None
 
 
-def build_stage(clients: Clients, settings: Settings, *, visibility_timeout: int) -> ConverseStage:
+def offloading(queue: MessageSender, clients: Clients, settings: Settings) -> OffloadingSender:
+    """``queue`` with bodies over the inline limit moved to the payload bucket."""
+    return OffloadingSender(
+        queue,
+        S3ObjectStore(clients.s3),
+        bucket=settings.payload_bucket,
+        inline_max_bytes=settings.payload_inline_max_bytes,
+    )
+
+
+def build_stage(
+    clients: Clients,
+    settings: Settings,
+    *,
+    visibility_timeout: int,
+    model_queue: MessageSender | None = None,
+) -> ConverseStage:
     """The stage over the real adapters; command leases last one visibility timeout."""
     return ConverseStage(
         history=DynamoHistoryStore(clients.dynamodb, settings.history_table),
         ledger=DynamoCommandLedger(clients.dynamodb, settings.history_table),
-        model_queue=SqsQueue(clients.sqs, settings.model_queue_url),
-        compaction_queue=SqsQueue(clients.sqs, settings.compaction_queue_url),
+        model_queue=offloading(
+            model_queue or SqsQueue(clients.sqs, settings.model_queue_url), clients, settings
+        ),
+        compaction_queue=offloading(
+            SqsQueue(clients.sqs, settings.compaction_queue_url), clients, settings
+        ),
+        objects=S3ObjectStore(clients.s3),
         settings=settings,
         lease=timedelta(seconds=visibility_timeout),
     )
@@ -100,11 +124,18 @@ async def run_worker(settings: Settings, stopping: asyncio.Event) -> None:
         if description is None or description.dead_letter is None:
             return
         visibility = description.visibility_timeout
-        stage = build_stage(clients, settings, visibility_timeout=visibility)
+        # Prompts from concurrent turns leave in SendMessageBatch calls.
+        model_queue = BatchingSender(SqsQueue(clients.sqs, settings.model_queue_url))
+        stage = build_stage(
+            clients, settings, visibility_timeout=visibility, model_queue=model_queue
+        )
         consumer = Consumer(
             source=converse,
             stage=stage,
-            dead_letters=description.dead_letter,
+            dead_letters=offloading(description.dead_letter, clients, settings),
             policy=ConsumerPolicy.from_settings(settings, visibility_timeout=visibility),
         )
-        await consumer.run(stopping)
+        try:
+            await consumer.run(stopping)
+        finally:
+            await model_queue.close()

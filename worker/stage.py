@@ -28,12 +28,14 @@ from worker.errors import RejectedCommand, RetryableError
 from worker.logs import get_logger
 from worker.memory import bound_history, fold_gap
 from worker.memory.compaction import maybe_enqueue_compaction
+from worker.payloads import resolve_body
 from worker.ports import (
     CommandLedger,
     FoldClaims,
     HistoryPage,
     HistoryStore,
     MessageSender,
+    ObjectStore,
     ReceivedMessage,
 )
 from worker.settings import Settings
@@ -90,6 +92,7 @@ class ConverseStage:
         ledger: CommandLedger,
         model_queue: MessageSender,
         compaction_queue: MessageSender,
+        objects: ObjectStore,
         settings: Settings,
         lease: timedelta,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
@@ -98,6 +101,7 @@ class ConverseStage:
         self._ledger = ledger
         self._model_queue = model_queue
         self._compaction_queue = compaction_queue
+        self._objects = objects
         self._settings = settings
         self._lease = lease
         self._clock = clock
@@ -106,9 +110,12 @@ class ConverseStage:
 
     async def handle(self, message: ReceivedMessage) -> Outcome:
         try:
-            command = parse_command(message.body)
+            command = parse_command(await resolve_body(message, self._objects))
         except RejectedCommand as exc:
             return Rejected(exc.reason)
+        except RetryableError as exc:
+            log.warning("clerk.converse_command_retry", error=str(exc))
+            return Retry(str(exc))
         with bound_contextvars(
             conversation_id=command.conversation_id, command_id=command.command_id
         ):

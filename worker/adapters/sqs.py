@@ -10,7 +10,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from worker.adapters.errors import aws_call
+from worker.batching import Batcher
+from worker.errors import StoreUnavailable
+from worker.payloads import message_size
 from worker.ports import DeleteFailure, ReceivedMessage
+
+#: The most a SendMessageBatch may carry in all, bodies and attributes.
+MAX_BATCH_BYTES = 1_048_576
 
 #: What SQS accepts as a MessageGroupId or MessageDeduplicationId.
 _FIFO_TOKEN = re.compile(r"[!-~]{1,128}")
@@ -77,6 +83,32 @@ class SqsQueue:
             for f in response.get("Failed", [])
         ]
 
+    async def send_batch(self, messages: Sequence[OutboundMessage]) -> list[str | StoreUnavailable]:
+        """One SendMessageBatch; each entry's message id, or the error SQS gave it."""
+        entries = []
+        for i, message in enumerate(messages):
+            entry: dict[str, Any] = {"Id": str(i), "MessageBody": message.body}
+            if message.attributes:
+                entry["MessageAttributes"] = {
+                    name: _attribute_value(value) for name, value in message.attributes.items()
+                }
+            if self.fifo:
+                entry["MessageGroupId"] = fifo_token(message.group_id)
+                entry["MessageDeduplicationId"] = fifo_token(message.deduplication_id)
+            entries.append(entry)
+        with aws_call("sqs.SendMessageBatch"):
+            response = await self._client.send_message_batch(QueueUrl=self.url, Entries=entries)
+        results: list[str | StoreUnavailable] = [
+            StoreUnavailable("sqs.SendMessageBatch: no result for the entry")
+        ] * len(messages)
+        for ok in response.get("Successful", []):
+            results[int(ok["Id"])] = str(ok["MessageId"])
+        for failed in response.get("Failed", []):
+            results[int(failed["Id"])] = StoreUnavailable(
+                f"sqs.SendMessageBatch failed: {failed.get('Code', '?')}"
+            )
+        return results
+
     async def send(
         self,
         body: str,
@@ -115,6 +147,48 @@ class SqsQueue:
         return QueueDescription(
             visibility_timeout=visibility, dead_letter=SqsQueue(self._client, found["QueueUrl"])
         )
+
+
+@dataclass(frozen=True, slots=True)
+class OutboundMessage:
+    body: str
+    group_id: str
+    deduplication_id: str
+    attributes: Mapping[str, str | int] | None = None
+
+    @property
+    def size(self) -> int:
+        return message_size(self.body, self.attributes)
+
+
+class BatchingSender:
+    """A MessageSender whose sends, made one per turn, leave as SendMessageBatch calls of
+    up to ten entries and at most ``max_batch_bytes`` (SQS: 1 MiB for a whole batch)."""
+
+    def __init__(
+        self, queue: SqsQueue, *, linger: float = 0.005, max_batch_bytes: int = MAX_BATCH_BYTES
+    ) -> None:
+        self._batcher: Batcher[OutboundMessage, str] = Batcher(
+            queue.send_batch,
+            linger=linger,
+            max_bytes=max_batch_bytes,
+            size=lambda message: message.size,
+            name=f"send-batch:{queue.url.rsplit('/', 1)[-1]}",
+        )
+
+    async def send(
+        self,
+        body: str,
+        *,
+        group_id: str,
+        deduplication_id: str,
+        attributes: Mapping[str, str | int] | None = None,
+    ) -> str:
+        message = OutboundMessage(body, group_id, deduplication_id, attributes)
+        return await self._batcher.submit(message)
+
+    async def close(self) -> None:
+        await self._batcher.close()
 
 
 @dataclass(frozen=True, slots=True)
