@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test lint unit integration bench clean
+.PHONY: install run test lint unit integration bench clean localstack localstack-host
 
 install: $(STAMP)
 
@@ -37,5 +37,29 @@ bench: install
 	$(BIN)/python -m bench.window_bench
 	$(BIN)/python -m bench.compare_trim_messages
 
+# LocalStack's own SQS and S3 on the host (no Docker), for the second-implementation smoke
+# test. Its runtime needs Python 3.13; without one the test is skipped and says why.
+PYTHON313 ?= $(shell for p in python3.13 $$HOME/.pyenv/versions/3.13*/bin/python3.13; do \
+	$$p -c 'import sys' >/dev/null 2>&1 && { echo $$p; break; }; done)
+LOCALSTACK_VENV := .localstack/venv
+LOCALSTACK_PINS := 'localstack-core[runtime]==2026.3.0' 'cbor2<6' 'pyopenssl<25' 'cryptography<45' service_identity
+
+localstack-host: $(LOCALSTACK_VENV)/.installed
+
+$(LOCALSTACK_VENV)/.installed:
+	@if [ -z "$(PYTHON313)" ]; then \
+		echo "no Python 3.13 here: the LocalStack smoke test will be skipped"; exit 0; fi; \
+	test -x $(LOCALSTACK_VENV)/bin/python || $(PYTHON313) -m venv $(LOCALSTACK_VENV); \
+	$(LOCALSTACK_VENV)/bin/python -m pip install --quiet $(LOCALSTACK_PINS) && touch $@
+
+# The compose file needs a Docker engine; machines without one use `make run` (moto) and the
+# host LocalStack above.
+localstack:
+	@if docker info >/dev/null 2>&1; then docker compose -f localstack.yml up --build; \
+	else echo "No Docker engine: 'docker compose -f localstack.yml up --build' runs LocalStack,"; \
+	echo "bootstraps it with 'worker bootstrap' and starts the worker where Docker exists."; \
+	echo "Here, 'make run' runs the stage on moto; 'make localstack-host' + 'make test'"; \
+	echo "run the LocalStack smoke test against LocalStack's SQS and S3 on the host."; fi
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .localstack .pytest_cache .mypy_cache .ruff_cache .hypothesis

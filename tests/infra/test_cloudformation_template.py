@@ -52,7 +52,6 @@ TASK_ROLE_GRANTS: dict[str, set[str]] = {
     "HistoryTable.Arn": {
         "dynamodb:Query",
         "dynamodb:UpdateItem",
-        "dynamodb:PutItem",
         "dynamodb:GetItem",
     },
     "PayloadBucket.Arn/*": {"s3:GetObject", "s3:PutObject"},

@@ -1,0 +1,98 @@
+"""The task role grants exactly the AWS actions the stage's code can call: no more, no less.
+
+The calls are read from the source of the adapters (the only modules that hold an AWS
+client): every ``self._client.<operation>(`` becomes an IAM action. Batch operations are
+authorised by their single-message action, as IAM defines them.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.infra.cfn_yaml import load_template
+
+ADAPTERS = Path(__file__).resolve().parents[2] / "worker" / "adapters"
+SERVICE_OF_MODULE = {"sqs.py": "sqs", "dynamodb.py": "dynamodb", "s3.py": "s3"}
+#: IAM has no separate action for these: the single-message action authorises the batch.
+BATCH_ACTIONS = {
+    "sqs:SendMessageBatch": "sqs:SendMessage",
+    "sqs:DeleteMessageBatch": "sqs:DeleteMessage",
+    "sqs:ChangeMessageVisibilityBatch": "sqs:ChangeMessageVisibility",
+}
+
+
+def operations_called(path: Path) -> set[str]:
+    """``self._client.<name>(…)`` calls in one module, as boto operation names (snake_case)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        owner = node.func.value
+        if (
+            isinstance(owner, ast.Attribute)
+            and owner.attr == "_client"
+            and isinstance(owner.value, ast.Name)
+            and owner.value.id == "self"
+        ):
+            names.add(node.func.attr)
+    return names
+
+
+def iam_action(service: str, operation: str) -> str:
+    action = f"{service}:{''.join(part.title() for part in operation.split('_'))}"
+    return BATCH_ACTIONS.get(action, action)
+
+
+def actions_the_code_calls() -> set[str]:
+    actions = set()
+    for module, service in SERVICE_OF_MODULE.items():
+        actions |= {iam_action(service, op) for op in operations_called(ADAPTERS / module)}
+    return actions
+
+
+def actions_the_role_grants(template: dict[str, Any]) -> set[str]:
+    role = template["Resources"]["TaskRole"]["Properties"]
+    granted = set()
+    for policy in role["Policies"]:
+        for statement in policy["PolicyDocument"]["Statement"]:
+            action = statement["Action"]
+            granted |= set(action if isinstance(action, list) else [action])
+    return granted
+
+
+def test_only_the_adapters_hold_aws_clients() -> None:
+    for module in SERVICE_OF_MODULE:
+        assert operations_called(ADAPTERS / module), module
+    others = [
+        p
+        for p in ADAPTERS.parent.rglob("*.py")
+        if p.parent != ADAPTERS and p.name not in {"demo.py", "bootstrap.py"}
+    ]
+    assert not [p for p in others if operations_called(p)]
+
+
+def test_the_scan_sees_every_kind_of_call() -> None:
+    """Guard the scanner itself: it finds the calls it must, in the form they take."""
+    actions = actions_the_code_calls()
+    assert {"sqs:ReceiveMessage", "dynamodb:Query", "s3:PutObject"} <= actions
+
+
+def test_the_task_role_grants_exactly_what_the_code_calls() -> None:
+    template = load_template()
+    assert actions_the_role_grants(template) == actions_the_code_calls()
+
+
+@pytest.mark.parametrize(
+    ("service", "operation", "action"),
+    [
+        ("sqs", "delete_message_batch", "sqs:DeleteMessage"),
+        ("sqs", "get_queue_url", "sqs:GetQueueUrl"),
+        ("dynamodb", "update_item", "dynamodb:UpdateItem"),
+    ],
+)
+def test_operations_map_to_iam_actions(service: str, operation: str, action: str) -> None:
+    assert iam_action(service, operation) == action
