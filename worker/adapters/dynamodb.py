@@ -182,23 +182,7 @@ class DynamoCommandLedger:
         now: datetime,
     ) -> bool:
         """Push this owner's lease out; False if the command is no longer this owner's."""
-        with aws_call("dynamodb.UpdateItem"):
-            try:
-                await self._client.update_item(
-                    TableName=self._table,
-                    Key=self._key(conversation_id, command_id),
-                    UpdateExpression="SET lease_until = :until",
-                    ConditionExpression="#status = :in_progress AND #owner = :owner",
-                    ExpressionAttributeNames={"#status": "status", "#owner": "owner"},
-                    ExpressionAttributeValues={
-                        ":until": {"N": str(_epoch(now + lease))},
-                        ":in_progress": {"S": IN_PROGRESS},
-                        ":owner": {"S": owner},
-                    },
-                )
-            except self._client.exceptions.ConditionalCheckFailedException:
-                return False
-        return True
+        return await self._set_lease(conversation_id, command_id, owner, _epoch(now + lease))
 
     async def finish(
         self, conversation_id: str, command_id: str, *, owner: str, now: datetime
@@ -220,22 +204,29 @@ class DynamoCommandLedger:
 
     async def abandon(self, conversation_id: str, command_id: str, *, owner: str) -> None:
         """Expire this owner's lease now, so a retry need not wait it out."""
+        await self._set_lease(conversation_id, command_id, owner, 0)
+
+    async def _set_lease(
+        self, conversation_id: str, command_id: str, owner: str, until: int
+    ) -> bool:
+        """Set ``lease_until`` if the command is still in progress under ``owner``."""
         with aws_call("dynamodb.UpdateItem"):
             try:
                 await self._client.update_item(
                     TableName=self._table,
                     Key=self._key(conversation_id, command_id),
-                    UpdateExpression="SET lease_until = :zero",
+                    UpdateExpression="SET lease_until = :until",
                     ConditionExpression="#status = :in_progress AND #owner = :owner",
                     ExpressionAttributeNames={"#status": "status", "#owner": "owner"},
                     ExpressionAttributeValues={
-                        ":zero": {"N": "0"},
+                        ":until": {"N": str(until)},
                         ":in_progress": {"S": IN_PROGRESS},
                         ":owner": {"S": owner},
                     },
                 )
             except self._client.exceptions.ConditionalCheckFailedException:
-                return
+                return False
+        return True
 
     async def _get(self, conversation_id: str, command_id: str) -> dict[str, Any]:
         response = await self._client.get_item(

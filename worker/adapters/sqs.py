@@ -85,17 +85,7 @@ class SqsQueue:
 
     async def send_batch(self, messages: Sequence[OutboundMessage]) -> list[str | StoreUnavailable]:
         """One SendMessageBatch; each entry's message id, or the error SQS gave it."""
-        entries = []
-        for i, message in enumerate(messages):
-            entry: dict[str, Any] = {"Id": str(i), "MessageBody": message.body}
-            if message.attributes:
-                entry["MessageAttributes"] = {
-                    name: _attribute_value(value) for name, value in message.attributes.items()
-                }
-            if self.fifo:
-                entry["MessageGroupId"] = fifo_token(message.group_id)
-                entry["MessageDeduplicationId"] = fifo_token(message.deduplication_id)
-            entries.append(entry)
+        entries = [{"Id": str(i), **self._fields(m)} for i, m in enumerate(messages)]
         with aws_call("sqs.SendMessageBatch"):
             response = await self._client.send_message_batch(QueueUrl=self.url, Entries=entries)
         results: list[str | StoreUnavailable] = [
@@ -117,17 +107,22 @@ class SqsQueue:
         deduplication_id: str,
         attributes: Mapping[str, str | int] | None = None,
     ) -> str:
-        request: dict[str, Any] = {"QueueUrl": self.url, "MessageBody": body}
-        if attributes:
-            request["MessageAttributes"] = {
-                name: _attribute_value(value) for name, value in attributes.items()
+        fields = self._fields(OutboundMessage(body, group_id, deduplication_id, attributes))
+        with aws_call("sqs.SendMessage"):
+            response = await self._client.send_message(QueueUrl=self.url, **fields)
+        return str(response["MessageId"])
+
+    def _fields(self, message: OutboundMessage) -> dict[str, Any]:
+        """A message as SendMessage and SendMessageBatch entries both spell it."""
+        fields: dict[str, Any] = {"MessageBody": message.body}
+        if message.attributes:
+            fields["MessageAttributes"] = {
+                name: _attribute_value(value) for name, value in message.attributes.items()
             }
         if self.fifo:
-            request["MessageGroupId"] = fifo_token(group_id)
-            request["MessageDeduplicationId"] = fifo_token(deduplication_id)
-        with aws_call("sqs.SendMessage"):
-            response = await self._client.send_message(**request)
-        return str(response["MessageId"])
+            fields["MessageGroupId"] = fifo_token(message.group_id)
+            fields["MessageDeduplicationId"] = fifo_token(message.deduplication_id)
+        return fields
 
     async def describe(self) -> QueueDescription:
         """The queue's visibility timeout and the dead-letter queue its RedrivePolicy names."""
