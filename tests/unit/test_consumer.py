@@ -25,6 +25,7 @@ class FakeQueue:
     visibility: list[tuple[str, int]] = field(default_factory=list)
     sent: list[tuple[str, Mapping[str, str | int] | None]] = field(default_factory=list)
     stale: set[str] = field(default_factory=set)
+    refuse_delete: set[str] = field(default_factory=set)
     receive_error: Exception | None = None
 
     async def receive(self, max_messages: int, wait_seconds: int) -> list[ReceivedMessage]:
@@ -38,8 +39,14 @@ class FakeQueue:
 
     async def delete_batch(self, messages: Sequence[ReceivedMessage]) -> list[DeleteFailure]:
         assert len(messages) <= 10
-        self.deleted.extend(m.message_id for m in messages)
-        return []
+        self.deleted.extend(
+            m.message_id for m in messages if m.message_id not in self.refuse_delete
+        )
+        return [
+            DeleteFailure(m.message_id, "ReceiptHandleIsInvalid")
+            for m in messages
+            if m.message_id in self.refuse_delete
+        ]
 
     async def change_visibility_batch(
         self, messages: Sequence[ReceivedMessage], timeout_seconds: int
@@ -210,3 +217,12 @@ async def test_work_unfinished_at_the_grace_deadline_is_released_at_once() -> No
     assert sorted(queue.visibility) == [("m0", 0), ("m1", 0), ("m2", 0)]
     assert queue.deleted == []
     assert "clerk.converse_drain_timed_out" in [e["event"] for e in logs]
+
+
+async def test_a_refused_delete_entry_is_logged_not_assumed_away() -> None:
+    queue = FakeQueue(pending=messages(3), refuse_delete={"m1"})
+    with captured_logs() as logs:
+        await consume(queue, FakeStage(), ConsumerPolicy(), seconds=0.3)
+    assert sorted(queue.deleted) == ["m0", "m2"]
+    [refused] = [e for e in logs if e["event"] == "clerk.converse_delete_failed"]
+    assert (refused["message_id"], refused["code"]) == ("m1", "ReceiptHandleIsInvalid")
