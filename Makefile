@@ -34,8 +34,7 @@ integration: install
 
 bench: install
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
-	$(BIN)/python -m bench.window_bench
-	$(BIN)/python -m bench.compare_trim_messages
+	$(BIN)/python -m bench.run_all
 
 # LocalStack's own SQS and S3 on the host (no Docker), for the second-implementation smoke
 # test. Its runtime needs Python 3.13; without one the test is skipped and says why.

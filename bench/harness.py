@@ -17,6 +17,7 @@ import structlog
 from moto.server import ThreadedMotoServer
 
 from bench.dynalite import running_dynalite
+from bench.servers import LocalDynamoDB
 from worker.bootstrap import Resources, create_resources
 from worker.runtime import Clients, aws_clients, run_worker
 from worker.settings import Settings
@@ -71,9 +72,10 @@ def local_aws(*, dynalite: bool = False) -> Iterator[LocalAws]:
 
 
 async def bootstrap(clients: Clients, resources: Resources) -> dict[str, str]:
-    return await create_resources(
-        clients.sqs, clients.dynamodb, clients.s3, resources, region="us-east-1"
-    )
+    dynamodb = clients.dynamodb
+    if os.environ.get("AWS_ENDPOINT_URL_DYNAMODB"):  # dynalite: no UpdateTimeToLive there
+        dynamodb = LocalDynamoDB(dynamodb)
+    return await create_resources(clients.sqs, dynamodb, clients.s3, resources, region="us-east-1")
 
 
 def settings_for(env: dict[str, str], **overrides: Any) -> Settings:

@@ -1,6 +1,6 @@
 """Payload throughput: prompts per second for 100 KB (inline) and 1 MB (S3) current
 messages, through one worker against a moto server. Run: ``.venv/bin/python -m
-bench.payload_bench`` (``make bench`` runs it too)."""
+bench.payload_bench`` (on its own: ``make bench`` does not run it)."""
 
 from __future__ import annotations
 

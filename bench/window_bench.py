@@ -1,8 +1,8 @@
 """Micro-benchmark: the window's cost per call against history length.
 
 The window reads newest-first and stops once it is closed, so its cost should be
-flat in the length of the conversation. Run: ``make bench-window`` (or
-``.venv/bin/python -m bench.window_bench``).
+flat in the length of the conversation. Run: ``.venv/bin/python -m bench.window_bench``
+(``make bench`` compares it with LangChain's ``trim_messages`` instead).
 """
 
 from __future__ import annotations

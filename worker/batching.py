@@ -1,8 +1,14 @@
 """Micro-batching: calls made one at a time by concurrent turns leave as SQS batch calls.
 
-A :class:`Batcher` collects items for up to ``linger`` seconds (or until ``max_items``,
-or until the next item would take the batch past ``max_bytes``), hands them to its
-``flush`` function as one batch, and resolves each item's future with its own result.
+A :class:`Batcher` collects items while they keep coming: it waits up to ``linger``
+seconds for each next item, but never more than ``max_linger`` after the first (by
+default four lingers), and stops early at ``max_items`` or when the next item would take
+the batch past ``max_bytes``. It hands them to its ``flush`` function as one batch and
+resolves each item's future with its own result. A lone item leaves after ``linger``; a
+stream of items leaves in full batches, where a fixed linger from the first item would
+cut the stream into halves and thirds of batches (the turns of one received batch
+reach their sends a few milliseconds apart, not at once). One flush is in flight at a
+time: what arrives meanwhile waits and leaves in the next batch.
 Closing queues a marker behind the last item, so everything submitted before it is
 flushed; the batcher is never cancelled mid-batch. (Cancelling a task parked in
 ``wait_for`` can lose the cancellation on Python 3.11; a marker has no such race.)
@@ -11,7 +17,6 @@ flushed; the batcher is never cancelled mid-batch. (Cancelling a task parked in
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
 
@@ -32,6 +37,7 @@ class Batcher(Generic[T, R]):
         flush: Callable[[Sequence[T]], Awaitable[Sequence[R | BaseException]]],
         *,
         linger: float,
+        max_linger: float | None = None,
         max_items: int = MAX_BATCH,
         max_bytes: int | None = None,
         size: Callable[[T], int] = lambda _: 0,
@@ -39,6 +45,7 @@ class Batcher(Generic[T, R]):
     ) -> None:
         self._flush = flush
         self._linger = linger
+        self._max_linger = 4 * linger if max_linger is None else max(linger, max_linger)
         self._max_items = max_items
         self._max_bytes = max_bytes
         self._size = size
@@ -74,19 +81,29 @@ class Batcher(Generic[T, R]):
                 first = got
             batch = [first]
             used = self._size(first[0])
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self._linger):
-                    while len(batch) < self._max_items and not closing:
-                        got = await self._queue.get()
-                        if isinstance(got, _Close):
-                            closing = True
-                            break
-                        extra = self._size(got[0])
-                        if self._max_bytes is not None and used + extra > self._max_bytes:
-                            self._carry = got
-                            break
-                        batch.append(got)
-                        used += extra
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + self._max_linger
+            while len(batch) < self._max_items and not closing:
+                if not self._queue.empty():
+                    got = self._queue.get_nowait()
+                else:
+                    wait = min(self._linger, deadline - loop.time())
+                    if wait <= 0:
+                        break
+                    try:
+                        async with asyncio.timeout(wait):
+                            got = await self._queue.get()
+                    except TimeoutError:
+                        break
+                if isinstance(got, _Close):
+                    closing = True
+                    break
+                extra = self._size(got[0])
+                if self._max_bytes is not None and used + extra > self._max_bytes:
+                    self._carry = got
+                    break
+                batch.append(got)
+                used += extra
             await self._send(batch)
 
     async def _send(self, batch: list[tuple[T, asyncio.Future[R]]]) -> None:

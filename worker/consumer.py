@@ -1,6 +1,8 @@
 """The queue consumer: poll, hand each message to the stage, act on its outcome, drain on stop.
 
-- Back pressure: it asks SQS for no more messages than it has free slots.
+- Back pressure: it asks SQS for no more messages than it has free slots, and while
+  work is in flight it waits until a whole batch fits (ten, or the concurrency if lower):
+  a slot freed one at a time would otherwise be refilled by a ReceiveMessage of one.
 - Leases: while a message is handled its visibility is extended, one
   ``ChangeMessageVisibilityBatch`` per beat for every message that needs it, up to
   ``lease_max_seconds`` in all; a receipt handle SQS no longer knows is dropped.
@@ -110,9 +112,14 @@ class Consumer:
         self._dead_letters = dead_letters
         self._policy = policy
         self._deleter: Batcher[ReceivedMessage, None] = Batcher(
-            self._delete_batch, linger=DELETE_LINGER_SECONDS, name="delete-batch"
+            self._delete_batch,
+            linger=DELETE_LINGER_SECONDS,
+            max_linger=DELETE_LINGER_SECONDS,  # from the first delete: not on any latency path
+            name="delete-batch",
         )
         self._in_flight: dict[asyncio.Task[None], ReceivedMessage] = {}
+        #: Messages one receive asks for when the worker is busy: a full batch.
+        self._batch = min(MAX_BATCH, policy.concurrency)
         self._leases: dict[str, _Lease] = {}
         self._failure_streak = 0
 
@@ -133,7 +140,7 @@ class Consumer:
                     if stopping.is_set():
                         break
                 free = policy.concurrency - len(self._in_flight)
-                if free <= 0:
+                if free < self._batch and self._in_flight:
                     await self._wait_for_a_slot(stopping)
                     continue
                 try:

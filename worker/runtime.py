@@ -35,12 +35,20 @@ class Clients:
 
 @asynccontextmanager
 async def aws_clients(pool_size: int = 50) -> AsyncIterator[Clients]:
-    """One client per service for the whole process (endpoint and region from boto's env)."""
+    """One client per service for the whole process (endpoint and region from boto's env).
+
+    botocore's client-side parameter validation is off: every request here is built by
+    the adapters' fixed code, the services validate it again anyway, and a refusal from
+    either side ends the same way (``StoreUnavailable``, retried). It walked each request
+    against the service model, about 4% of the worker's CPU per command under load
+    (``make bench``, docs/BENCHMARKS.md).
+    """
     config = AioConfig(
         max_pool_connections=pool_size,
         retries={"mode": "standard", "max_attempts": 3},
         connect_timeout=5,
         read_timeout=30,  # above the 20 s long poll
+        parameter_validation=False,
     )
     session = aioboto3.Session()
     async with AsyncExitStack() as stack:

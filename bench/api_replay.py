@@ -1,0 +1,201 @@
+"""The ceiling: the stage's AWS calls replayed with precomputed payloads and no stage logic.
+
+Each of ``--lanes`` lanes loops: ReceiveMessage (up to ``--batch``) → UpdateItem ledger
+begin for each → Query for each → SendMessageBatch of the precomputed prompt bodies →
+UpdateItem ledger finish for each → (a compaction claim UpdateItem and SendMessage for a
+conversation whose fold is due, once) → DeleteMessageBatch. The requests are the
+stage's own (same expressions, same attributes, same client configuration from
+``worker.runtime.aws_clients``); the answers are parsed by botocore and ignored. What is
+left out is the stage itself: command validation, the window, payload encoding, the
+consumer's bookkeeping and logging. ``lanes × batch`` commands are in flight at most,
+as many as the worker's ``WORKER_CONCURRENCY``.
+
+Run as its own process with the worker's environment plus ``--payloads FILE`` (JSON:
+command id → [conversation id, prompt body, the fold's ``through`` if one is due, else 0]).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import sys
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from bench.callcount import CallCounter, install_snapshot_handler
+from worker.runtime import aws_clients
+from worker.settings import load_settings
+
+
+def _epoch(moment: datetime) -> str:
+    return str(int(moment.timestamp()))
+
+
+def _stamp(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+async def replay(args: argparse.Namespace, payloads: dict[str, list[Any]]) -> None:
+    settings = load_settings()
+    counter = CallCounter()
+    writer = install_snapshot_handler(counter)
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, stopping.set)
+    if writer is not None:
+        loop.add_signal_handler(signal.SIGUSR1, writer.write)
+    claimed: set[str] = set()
+    table = settings.history_table
+    converse = settings.converse_queue_url
+
+    async with aws_clients(pool_size=max(10, args.lanes * args.batch + 10)) as clients:
+        sqs = counter.attach(clients.sqs)
+        dynamodb = counter.attach(clients.dynamodb)
+
+        def key(conversation_id: str, command_id: str) -> dict[str, Any]:
+            return {"pk": {"S": conversation_id}, "sk": {"S": "cmd#" + command_id}}
+
+        async def begin(conversation_id: str, command_id: str, owner: str) -> None:
+            now = datetime.now(UTC)
+            await dynamodb.update_item(
+                TableName=table,
+                Key=key(conversation_id, command_id),
+                UpdateExpression="SET #status = :in_progress, lease_until = :until, "
+                "#owner = :owner, expires_at = :ttl, "
+                "attempts = if_not_exists(attempts, :zero) + :one",
+                ConditionExpression="attribute_not_exists(pk) OR "
+                "(#status = :in_progress AND lease_until < :now)",
+                ExpressionAttributeNames={"#status": "status", "#owner": "owner"},
+                ExpressionAttributeValues={
+                    ":in_progress": {"S": "in_progress"},
+                    ":until": {"N": _epoch(now + timedelta(seconds=60))},
+                    ":owner": {"S": owner},
+                    ":ttl": {"N": _epoch(now + timedelta(days=15))},
+                    ":zero": {"N": "0"},
+                    ":one": {"N": "1"},
+                    ":now": {"N": _epoch(now)},
+                },
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+
+        async def query(conversation_id: str) -> None:
+            await dynamodb.query(
+                TableName=table,
+                KeyConditionExpression="pk = :pk AND sk BETWEEN :first AND :state",
+                ExpressionAttributeValues={
+                    ":pk": {"S": conversation_id},
+                    ":first": {"S": "msg#"},
+                    ":state": {"S": "state"},
+                },
+                ScanIndexForward=False,
+                Limit=settings.history_page_size,
+                ConsistentRead=True,
+            )
+
+        async def finish(conversation_id: str, command_id: str, owner: str) -> None:
+            await dynamodb.update_item(
+                TableName=table,
+                Key=key(conversation_id, command_id),
+                UpdateExpression="SET #status = :done, done_at = :at, #owner = :owner "
+                "REMOVE lease_until",
+                ExpressionAttributeNames={"#status": "status", "#owner": "owner"},
+                ExpressionAttributeValues={
+                    ":done": {"S": "done"},
+                    ":at": {"S": _stamp(datetime.now(UTC))},
+                    ":owner": {"S": owner},
+                },
+            )
+
+        async def compact(conversation_id: str, command_id: str, through: int) -> None:
+            now = datetime.now(UTC)
+            try:
+                await claim(conversation_id, through, now)
+            except dynamodb.exceptions.ConditionalCheckFailedException:
+                return
+            await sqs.send_message(
+                QueueUrl=settings.compaction_queue_url,
+                MessageBody=json.dumps(
+                    {
+                        "type": "compact",
+                        "conversation_id": conversation_id,
+                        "command_id": command_id,
+                    }
+                ),
+            )
+
+        async def claim(conversation_id: str, through: int, now: datetime) -> None:
+            await dynamodb.update_item(
+                TableName=table,
+                Key={"pk": {"S": conversation_id}, "sk": {"S": "state"}},
+                UpdateExpression="SET compaction_requested_through = :through, "
+                "compaction_requested_at = :now",
+                ConditionExpression="attribute_not_exists(compaction_requested_through)"
+                " OR compaction_requested_through <= folded_through"
+                " OR attribute_not_exists(compaction_requested_at)"
+                " OR compaction_requested_at < :cutoff",
+                ExpressionAttributeValues={
+                    ":through": {"N": str(through)},
+                    ":now": {"S": _stamp(now)},
+                    ":cutoff": {"S": _stamp(now - timedelta(seconds=300))},
+                },
+            )
+
+        async def lane(number: int) -> None:
+            while not stopping.is_set():
+                response = await sqs.receive_message(
+                    QueueUrl=converse,
+                    MaxNumberOfMessages=args.batch,
+                    WaitTimeSeconds=1,
+                    MessageSystemAttributeNames=["ApproximateReceiveCount"],
+                    MessageAttributeNames=["All"],
+                )
+                messages = response.get("Messages", [])
+                if not messages:
+                    continue
+                work = []
+                for message in messages:
+                    command_id = json.loads(message["Body"])["command_id"]
+                    conversation_id, body, through = payloads[command_id]
+                    work.append((command_id, conversation_id, body, through, message))
+                owner = f"replay/{number}"
+                await asyncio.gather(*(begin(w[1], w[0], owner) for w in work))
+                await asyncio.gather(*(query(w[1]) for w in work))
+                await sqs.send_message_batch(
+                    QueueUrl=settings.model_queue_url,
+                    Entries=[{"Id": str(i), "MessageBody": w[2]} for i, w in enumerate(work)],
+                )
+                await asyncio.gather(*(finish(w[1], w[0], owner) for w in work))
+                due = [w for w in work if w[3] and w[1] not in claimed]
+                claimed.update(w[1] for w in due)
+                await asyncio.gather(*(compact(w[1], w[0], w[3]) for w in due))
+                await sqs.delete_message_batch(
+                    QueueUrl=converse,
+                    Entries=[
+                        {"Id": str(i), "ReceiptHandle": w[4]["ReceiptHandle"]}
+                        for i, w in enumerate(work)
+                    ],
+                )
+
+        tasks = [asyncio.create_task(lane(n)) for n in range(args.lanes)]
+        await stopping.wait()
+        await asyncio.gather(*tasks)
+    if writer is not None:
+        writer.write()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--payloads", required=True)
+    parser.add_argument("--lanes", type=int, default=2)
+    parser.add_argument("--batch", type=int, default=10)
+    args = parser.parse_args()
+    with open(args.payloads, encoding="utf-8") as source:
+        payloads: dict[str, list[Any]] = json.load(source)
+    asyncio.run(replay(args, payloads))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,514 @@
+"""``make bench``: the stage's speed and cost, side by side with what users would pick instead.
+
+One run, on this machine, every comparison reported as a ratio::
+
+    .venv/bin/python -m bench.run_all            # ~6 min; writes docs/BENCHMARKS.md,
+                                                 # docs/benchmarks/*.png and results.json
+    .venv/bin/python -m bench.run_all --quick    # ~1.5 min smoke run; writes .bench/quick/
+
+1. the window vs LangChain's ``trim_messages`` (:mod:`bench.compare_trim_messages`);
+2. cost per turn vs conversation length, 10 to 100,000 messages (:mod:`bench.cost_per_turn`);
+3. throughput and AWS calls per command: the worker vs a naive sequential consumer vs a
+   pure API replay, plus the worker before this round of optimisation and the worker on
+   uvloop (:mod:`bench.throughput`);
+4. send-to-arrival latency at a fixed offered load (:mod:`bench.latency`);
+then a py-spy profile of the worker under load (:mod:`bench.profiling`).
+
+It starts its own servers on 127.0.0.1: a moto server (SQS, S3) in its own process, and
+dynalite for DynamoDB (installed with npm on first use), pointed at by
+``AWS_ENDPOINT_URL_DYNAMODB``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import io
+import json
+import os
+import platform
+import subprocess
+import sys
+import tarfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+from bench import contenders, cost_per_turn, latency, profiling, throughput
+from bench.compare_trim_messages import cpu_model
+from bench.servers import Servers, create_bench_resources, local_servers
+from bench.traffic import Drain
+from bench.workload import (
+    Command,
+    Conversation,
+    WindowLimits,
+    make_commands,
+    mixed_conversations,
+    put_items,
+    seed,
+    state_item,
+)
+from worker.runtime import aws_clients
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+WORK_DIR = REPO_ROOT / ".bench" / "run"
+#: The worker before the optimisations measured here: the last commit without them. (If other
+#: worker changes are committed before them, move this to the commit they land on top of.)
+BEFORE_REF = "4170c82"
+TABLE = "bench-history"
+#: Commands one worker handles at once in parts 3 and 4: two full SQS batches.
+CONCURRENCY = 20
+
+
+@dataclass(frozen=True)
+class Plan:
+    quick: bool
+    conversations: int
+    lengths: tuple[int, ...]
+    worker_turns: int
+    ours_samples: int
+    rounds: int
+    commands: int  # per contender and round (worker, replay)
+    naive_commands: int
+    latency_seconds: float
+    profile_seconds: float
+    extra_workers: bool  # the "before" tree and uvloop
+
+    @staticmethod
+    def make(quick: bool) -> Plan:
+        if quick:
+            return Plan(True, 40, (10, 100, 1_000, 10_000), 3, 5, 1, 400, 120, 5, 0, False)
+        return Plan(False, 200, cost_per_turn.LENGTHS, 15, 20, 3, 1000, 300, 20, 10, True)
+
+    def load_all_samples(self, length: int) -> int:
+        if length >= 100_000:
+            return 2
+        return 3 if self.quick else 5
+
+
+class Progress:
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+
+    def __call__(self, message: str) -> None:
+        elapsed = time.monotonic() - self.started
+        print(f"[{int(elapsed) // 60:02d}:{int(elapsed) % 60:02d}] {message}", flush=True)
+
+
+def machine() -> dict[str, Any]:
+    def package(name: str) -> str:
+        try:
+            return version(name)
+        except Exception:
+            return "not installed"
+
+    node = subprocess.run(["node", "--version"], capture_output=True, text=True, check=False)
+    return {
+        "cpu": cpu_model(),
+        "cores": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+        "node": node.stdout.strip(),
+        "packages": {
+            name: package(name)
+            for name in (
+                "aioboto3",
+                "aiobotocore",
+                "botocore",
+                "boto3",
+                "moto",
+                "langchain-core",
+                "uvloop",
+                "py-spy",
+            )
+        },
+    }
+
+
+def before_tree(say: Progress) -> Path | None:
+    """The ``worker`` package at :data:`BEFORE_REF`, unpacked under .bench (read-only git)."""
+    target = REPO_ROOT / ".bench" / "before" / BEFORE_REF
+    if (target / "worker" / "consumer.py").exists():
+        return target
+    result = subprocess.run(
+        ["git", "-C", str(REPO_ROOT), "archive", "--format=tar", BEFORE_REF, "worker"],
+        capture_output=True,
+        check=False,
+    )
+    if result.returncode != 0:
+        say(f"  no 'before' worker: git archive {BEFORE_REF} failed; that row is skipped")
+        return None
+    target.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(fileobj=io.BytesIO(result.stdout)) as archive:
+        archive.extractall(target, filter="data")
+    return target
+
+
+# -- the parts ---------------------------------------------------------------------------
+
+
+async def part_cost(
+    clients: Any, servers: Servers, plan: Plan, say: Progress, text: Any
+) -> dict[str, Any]:
+    say("part 2: cost per turn vs conversation length")
+    conversations = await cost_per_turn.seed_lengths(clients.dynamodb, TABLE, plan.lengths, say=say)
+    steps = await cost_per_turn.time_history_steps(
+        clients.dynamodb,
+        TABLE,
+        conversations,
+        ours_samples=plan.ours_samples,
+        all_samples=plan.load_all_samples,
+        say=say,
+    )
+    env = await create_bench_resources(clients, "cost", TABLE)
+    worker = contenders.worker(
+        servers.child_environ(**env, BENCH_CONSUMED_CAPACITY="1", RECEIVE_WAIT_SECONDS="20"),
+        WORK_DIR,
+        name="cost-worker",
+    )
+    drain = Drain(clients.sqs, env["MODEL_QUEUE_URL"], tasks=1)
+    drain.start()
+    worker.start()
+    warm: dict[str, Any] = {}
+
+    async def warmed_up() -> None:
+        warm.update(await worker.snapshot())
+
+    try:
+        latencies = await cost_per_turn.worker_turns(
+            clients.sqs,
+            env["CONVERSE_QUEUE_URL"],
+            drain,
+            conversations,
+            turns=plan.worker_turns,
+            text=text,
+            say=say,
+            warmed_up=warmed_up,
+        )
+        stats = await worker.snapshot()
+    finally:
+        await worker.stop()
+        await drain.stop()
+    rows = []
+    for conversation in conversations:
+        pk = conversation.conversation_id
+        queries = stats["queries_by_pk"].get(pk, [])[len(warm["queries_by_pk"].get(pk, [])) :]
+        ordered = sorted(latencies[conversation.length])
+        rows.append(
+            {
+                "messages": conversation.length,
+                "worker": {
+                    "turns": len(ordered),
+                    "queries_per_turn": len(queries) / max(1, len(ordered)),
+                    "items_per_turn": sum(q[0] for q in queries) / max(1, len(queries)),
+                    "scanned_per_turn": sum(q[1] for q in queries) / max(1, len(queries)),
+                    "capacity_per_turn": sum(q[2] for q in queries) / max(1, len(queries)),
+                    "latency_p50_ms": latency.percentile(ordered, 50),
+                    "latency_p95_ms": latency.percentile(ordered, 95),
+                },
+                **steps[conversation.length],
+            }
+        )
+    return {"rows": rows, "worker_exit_code": worker.process.returncode if worker.process else None}
+
+
+async def part_throughput(
+    clients: Any,
+    servers: Servers,
+    plan: Plan,
+    say: Progress,
+    conversations: dict[str, Conversation],
+    text: Any,
+) -> dict[str, Any]:
+    say(f"part 3: throughput, {plan.rounds} round(s) per contender, interleaved")
+    tree = before_tree(say) if plan.extra_workers else None
+    kinds = ["naive", "worker", "replay"]
+    if plan.extra_workers:
+        kinds[2:2] = (["worker-before"] if tree else []) + ["worker-uvloop"]
+    runs: dict[str, list[dict[str, Any]]] = {kind: [] for kind in kinds}
+    pool = list(conversations.values())
+    server_pids = throughput.Servers(servers.moto_pid, servers.dynalite_pid)
+    for round_number in range(1, plan.rounds + 1):
+        for kind in kinds:
+            tag = f"{kind}-r{round_number}"
+            # Every contender finds the fold state as seeded: nothing pending.
+            await put_items(clients.dynamodb, TABLE, [state_item(c) for c in pool])
+            env = await create_bench_resources(clients, f"tp-{tag}", TABLE)
+            child = servers.child_environ(
+                **env, WORKER_CONCURRENCY=str(CONCURRENCY), RECEIVE_WAIT_SECONDS="20"
+            )
+            count = plan.naive_commands if kind == "naive" else plan.commands
+            warmup = make_commands(f"{tag}-w", pool, 40, text, seed=round_number)
+            commands = make_commands(tag, pool, count, text, seed=100 + round_number)
+            window = 20 if kind == "naive" else CONCURRENCY + 10
+            if kind == "naive":
+                contender = contenders.naive(child, WORK_DIR, name=tag)
+            elif kind == "replay":
+                payloads = WORK_DIR / f"{tag}.payloads.json"
+                throughput.write_payloads(
+                    payloads, [*warmup, *commands], conversations, WindowLimits()
+                )
+                contender = contenders.replay(
+                    child, WORK_DIR, payloads, lanes=CONCURRENCY // 10, batch=10, name=tag
+                )
+            else:
+                extra = {}
+                if kind == "worker-before" and tree is not None:
+                    extra["BENCH_WORKER_PATH"] = str(tree)
+                if kind == "worker-uvloop":
+                    extra["BENCH_EVENT_LOOP"] = "uvloop"
+                contender = contenders.worker(child, WORK_DIR, name=tag, **extra)
+            drain = Drain(clients.sqs, env["MODEL_QUEUE_URL"])
+            drain.start()
+            try:
+                result = await throughput.measure(
+                    contender,
+                    sqs=clients.sqs,
+                    converse_url=env["CONVERSE_QUEUE_URL"],
+                    drain=drain,
+                    warmup=warmup,
+                    commands=commands,
+                    window=window,
+                    servers=server_pids,
+                    say=say,
+                )
+            finally:
+                await drain.stop()
+            result["kind"] = kind
+            result["round"] = round_number
+            result["window"] = window
+            runs[kind].append(result)
+            say(
+                f"  {tag}: {result['commands_per_second']:.1f} commands/s, "
+                f"{sum(result['calls'].values()) / result['commands']:.2f} AWS calls/command, "
+                f"{result['cpu_ms_per_command']:.2f} CPU ms/command"
+            )
+    return {"concurrency": CONCURRENCY, "runs": runs, "before_ref": BEFORE_REF if tree else None}
+
+
+async def part_latency(
+    clients: Any,
+    servers: Servers,
+    plan: Plan,
+    say: Progress,
+    pool: Sequence[Conversation],
+    text: Any,
+    rates: dict[str, float],
+) -> dict[str, Any]:
+    say("part 4: latency at a fixed offered load")
+    results = []
+    for kind, rate_name in (("naive", "low"), ("worker", "low"), ("worker", "high")):
+        rate = rates[rate_name]
+        tag = f"lat-{kind}-{rate_name}"
+        env = await create_bench_resources(clients, tag, TABLE)
+        child = servers.child_environ(
+            **env, WORKER_CONCURRENCY=str(CONCURRENCY), RECEIVE_WAIT_SECONDS="20"
+        )
+        contender = (
+            contenders.naive(child, WORK_DIR, name=tag)
+            if kind == "naive"
+            else contenders.worker(child, WORK_DIR, name=tag)
+        )
+        count = max(50, round(rate * plan.latency_seconds))
+        drain = Drain(clients.sqs, env["MODEL_QUEUE_URL"], tasks=1, pause=0.1)
+        drain.start()
+        try:
+            result = await latency.measure(
+                contender,
+                sqs=clients.sqs,
+                converse_url=env["CONVERSE_QUEUE_URL"],
+                drain=drain,
+                warmup=make_commands(f"{tag}-w", pool, 20, text, seed=7),
+                commands=make_commands(tag, pool, count, text, seed=8),
+                rate=rate,
+                say=say,
+            )
+        finally:
+            await drain.stop()
+        result["kind"] = kind
+        result["load"] = rate_name
+        results.append(result)
+        say(
+            f"  {tag}: p50 {result['p50_ms']:.0f} ms, p95 {result['p95_ms']:.0f} ms, "
+            f"p99 {result['p99_ms']:.0f} ms"
+        )
+    return {"rates": rates, "results": results}
+
+
+async def part_profile(
+    clients: Any,
+    servers: Servers,
+    plan: Plan,
+    say: Progress,
+    pool: Sequence[Conversation],
+    text: Any,
+) -> dict[str, Any] | None:
+    if not plan.profile_seconds:
+        return None
+    if profiling.py_spy() is None:
+        say("profile: py-spy is not installed; skipped")
+        return None
+    say(f"profile: py-spy on the worker for {plan.profile_seconds:g} s at full load")
+    env = await create_bench_resources(clients, "profile", TABLE)
+    child = servers.child_environ(
+        **env, WORKER_CONCURRENCY=str(CONCURRENCY), RECEIVE_WAIT_SECONDS="20"
+    )
+    worker = contenders.worker(child, WORK_DIR, name="profile-worker")
+    drain = Drain(clients.sqs, env["MODEL_QUEUE_URL"])
+    drain.start()
+    worker.start()
+    commands = make_commands("profile", pool, 5_000, text, seed=9)
+    feeding = asyncio.create_task(
+        _feed_until_cancelled(clients.sqs, env["CONVERSE_QUEUE_URL"], commands, drain)
+    )
+    try:
+        await asyncio.sleep(2)  # past start-up
+        summary = await profiling.record(worker.pid, plan.profile_seconds, WORK_DIR / "profile.raw")
+    finally:
+        feeding.cancel()
+        await asyncio.gather(feeding, return_exceptions=True)
+        await worker.stop()
+        await drain.stop()
+    return summary
+
+
+async def _feed_until_cancelled(
+    sqs: Any, url: str, commands: Sequence[Command], drain: Drain
+) -> None:
+    from bench.traffic import feed_closed_loop
+
+    await feed_closed_loop(sqs, url, commands, drain, window=CONCURRENCY + 10)
+
+
+# -- the run -------------------------------------------------------------------------------
+
+
+def summarise_runs(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Mean over rounds (throughput as commands / seconds in all), with the spread."""
+    commands = sum(r["commands"] for r in runs)
+    seconds = sum(r["seconds"] for r in runs)
+    calls: dict[str, float] = {}
+    for run in runs:
+        for label, n in run["calls"].items():
+            calls[label] = calls.get(label, 0) + n
+    return {
+        "commands": commands,
+        "seconds": seconds,
+        "commands_per_second": commands / seconds,
+        "per_round": [r["commands_per_second"] for r in runs],
+        "calls_per_command": {k: v / commands for k, v in sorted(calls.items())},
+        "requests_per_command": sum(sum(r["requests"].values()) for r in runs) / commands,
+        "failed": {k: v for r in runs for k, v in r["failed"].items()},
+        "cpu_ms_per_command": sum(r["cpu_ms_per_command"] * r["commands"] for r in runs) / commands,
+        "moto_cpu_ms_per_command": sum(r["moto_cpu_ms_per_command"] * r["commands"] for r in runs)
+        / commands,
+        "dynalite_cpu_ms_per_command": sum(
+            r["dynalite_cpu_ms_per_command"] * r["commands"] for r in runs
+        )
+        / commands,
+        "driver_cpu_ms_per_command": sum(
+            r["driver_cpu_ms_per_command"] * r["commands"] for r in runs
+        )
+        / commands,
+        "peak_rss_bytes": max(r["peak_rss_bytes"] for r in runs),
+        "duplicates": sum(r["duplicates"] for r in runs),
+        "redelivered_to_drain": sum(r.get("redelivered_to_drain", 0) for r in runs),
+        "event_loop": runs[0].get("event_loop"),
+        "window": runs[0]["window"],
+        "exit_codes": [r["exit_code"] for r in runs],
+    }
+
+
+async def run_parts(servers: Servers, plan: Plan, say: Progress) -> dict[str, Any]:
+    os.environ.update(servers.environ())
+    async with aws_clients(pool_size=64) as clients:
+        await create_bench_resources(clients, "bench", TABLE)
+        built, text = mixed_conversations(plan.conversations)
+        started = time.perf_counter()
+        items = await seed(clients.dynamodb, TABLE, built)
+        say(
+            f"seeded {plan.conversations} conversations ({items:,} items) in "
+            f"{time.perf_counter() - started:.1f} s"
+        )
+        conversations = {c.conversation_id: c for c, _ in built}
+        pool = list(conversations.values())
+        results: dict[str, Any] = {
+            "workload": {
+                "conversations": plan.conversations,
+                "items": items,
+                "lengths": sorted(c.length for c in pool),
+                "fold_due": sum(1 for c in pool if c.fold_due),
+            }
+        }
+        results["cost"] = await part_cost(clients, servers, plan, say, text)
+        results["throughput"] = await part_throughput(
+            clients, servers, plan, say, conversations, text
+        )
+        summary = {
+            kind: summarise_runs(runs) for kind, runs in results["throughput"]["runs"].items()
+        }
+        results["throughput"]["summary"] = summary
+        rates = {
+            "low": max(5.0, round(0.5 * summary["naive"]["commands_per_second"])),
+            "high": max(10.0, round(0.4 * summary["worker"]["commands_per_second"], -1)),
+        }
+        results["latency"] = await part_latency(clients, servers, plan, say, pool, text, rates)
+        results["profile"] = await part_profile(clients, servers, plan, say, pool, text)
+    return results
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--quick", action="store_true", help="a fast smoke run into .bench/quick")
+    args = parser.parse_args(argv)
+    plan = Plan.make(args.quick)
+    say = Progress()
+    out_doc = (
+        REPO_ROOT / ".bench" / "quick" if plan.quick else REPO_ROOT / "docs"
+    ) / "BENCHMARKS.md"
+    out_dir = out_doc.parent / "benchmarks"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    WORK_DIR.mkdir(parents=True, exist_ok=True)
+
+    mode = " --quick" if plan.quick else ""
+    say(f"make bench{mode}: {os.cpu_count()} cores, Python {sys.version.split()[0]}")
+    say("part 1: the window vs LangChain's trim_messages")
+    from bench import compare_trim_messages
+
+    trim_args = ["--out-dir", str(out_dir)] + (["--quick"] if plan.quick else [])
+    compare_trim_messages.main(trim_args)
+    trim = json.loads((out_dir / "trim_messages.json").read_text(encoding="utf-8"))
+
+    say("starting moto (SQS, S3) and dynalite (DynamoDB) on 127.0.0.1")
+    with local_servers() as servers:
+        results = asyncio.run(run_parts(servers, plan, say))
+
+    from bench import report
+
+    document = {
+        "command": ".venv/bin/python -m bench.run_all" + (" --quick" if plan.quick else ""),
+        "measured_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "wall_seconds": time.monotonic() - say.started,
+        "quick": plan.quick,
+        "machine": machine(),
+        "plan": plan.__dict__,
+        "trim_messages": trim,
+        **results,
+    }
+    (out_dir / "results.json").write_text(
+        json.dumps(document, indent=1, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
+    report.plots(document, out_dir)
+    out_doc.write_text(report.markdown(document, out_dir, out_doc), encoding="utf-8")
+    say(f"wrote {out_doc.relative_to(REPO_ROOT)} and {out_dir.relative_to(REPO_ROOT)}/")
+    for line in report.verdicts(document):
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
