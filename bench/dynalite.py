@@ -34,6 +34,8 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
+from worker.bootstrap import history_table_definition
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DIR = REPO_ROOT / ".bench" / "dynalite"
 PACKAGE = "dynalite@4"
@@ -188,18 +190,7 @@ def _smoke(endpoint: str) -> dict[str, float]:
     client = dynamodb_client(endpoint)
     timings: dict[str, float] = {}
     start = time.perf_counter()
-    client.create_table(
-        TableName="history-smoke",
-        KeySchema=[
-            {"AttributeName": "pk", "KeyType": "HASH"},
-            {"AttributeName": "sk", "KeyType": "RANGE"},
-        ],
-        AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "S"},
-        ],
-        BillingMode="PAY_PER_REQUEST",
-    )
+    client.create_table(**history_table_definition("history-smoke"))
     client.get_waiter("table_exists").wait(
         TableName="history-smoke", WaiterConfig={"Delay": 0.1, "MaxAttempts": 100}
     )

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.dynalite import free_port, start_dynalite, stop
+from worker.bootstrap import history_table_definition
 
 HOST = "127.0.0.1"
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -145,18 +146,7 @@ class LocalDynamoDB:
 
 async def create_table(dynamodb: Any, name: str) -> None:
     """The history table of the contract, waited for at dynalite's pace (not every 20 s)."""
-    await dynamodb.create_table(
-        TableName=name,
-        KeySchema=[
-            {"AttributeName": "pk", "KeyType": "HASH"},
-            {"AttributeName": "sk", "KeyType": "RANGE"},
-        ],
-        AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "S"},
-        ],
-        BillingMode="PAY_PER_REQUEST",
-    )
+    await dynamodb.create_table(**history_table_definition(name))
     await dynamodb.get_waiter("table_exists").wait(
         TableName=name, WaiterConfig={"Delay": 0.1, "MaxAttempts": 300}
     )

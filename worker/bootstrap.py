@@ -55,6 +55,22 @@ class Resources:
         return f"{self.prefix}-payloads"
 
 
+def history_table_definition(name: str) -> dict[str, Any]:
+    """CreateTable arguments of the contract's history table: ``pk``/``sk``, on demand."""
+    return {
+        "TableName": name,
+        "KeySchema": [
+            {"AttributeName": "pk", "KeyType": "HASH"},
+            {"AttributeName": "sk", "KeyType": "RANGE"},
+        ],
+        "AttributeDefinitions": [
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "S"},
+        ],
+        "BillingMode": "PAY_PER_REQUEST",
+    }
+
+
 def dead_letter_name(queue_name: str) -> str:
     if queue_name.endswith(".fifo"):
         return queue_name.removesuffix(".fifo") + "-dlq.fifo"
@@ -98,18 +114,7 @@ async def create_resources(
 
     existing_tables = (await dynamodb.list_tables())["TableNames"]
     if resources.table not in existing_tables:
-        await dynamodb.create_table(
-            TableName=resources.table,
-            KeySchema=[
-                {"AttributeName": "pk", "KeyType": "HASH"},
-                {"AttributeName": "sk", "KeyType": "RANGE"},
-            ],
-            AttributeDefinitions=[
-                {"AttributeName": "pk", "AttributeType": "S"},
-                {"AttributeName": "sk", "AttributeType": "S"},
-            ],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        await dynamodb.create_table(**history_table_definition(resources.table))
         await dynamodb.get_waiter("table_exists").wait(TableName=resources.table)
         await dynamodb.update_time_to_live(
             TableName=resources.table,
