@@ -242,7 +242,10 @@ def markdown(doc: dict[str, Any], out_dir: Path, out_doc: Path) -> str:
         f"{box['cores']} cores ({box['cpu']}), {box['platform']}, Python {box['python']}, "
         f"Node {box['node']}; "
         + ", ".join(f"{k} {v}" for k, v in box["packages"].items())
-        + f". Raw figures: [`{rel}/results.json`]({rel}/results.json).",
+        + f". Load average (1, 5, 15 min) at the start {_load(doc, 'start')}, at the end "
+        f"{_load(doc, 'end')}: anything else running on the machine shows in the absolute "
+        "figures and, less, in the ratios. "
+        f"Raw figures: [`{rel}/results.json`]({rel}/results.json).",
         "",
         "**Every comparison ran side by side in this one run, on this one machine; read the "
         "ratios. Absolute times are context only:** the servers are local stand-ins (moto for "
@@ -259,6 +262,11 @@ def markdown(doc: dict[str, Any], out_dir: Path, out_doc: Path) -> str:
     lines += ["", *_part1(doc, rel), "", *_part2(doc, rel), "", *_part3(doc, rel), "",
               *_part4(doc, rel), "", *_profile(doc), "", *_notes(doc)]  # fmt: skip
     return "\n".join(lines) + "\n"
+
+
+def _load(doc: dict[str, Any], when: str) -> str:
+    values = doc.get("load_average", {}).get(when)
+    return " / ".join(f"{v:.2f}" for v in values) if values else "?"
 
 
 def _part1(doc: dict[str, Any], rel: str) -> list[str]:

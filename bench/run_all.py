@@ -231,7 +231,7 @@ async def part_throughput(
         kinds[2:2] = (["worker-before"] if tree else []) + ["worker-uvloop"]
     runs: dict[str, list[dict[str, Any]]] = {kind: [] for kind in kinds}
     pool = list(conversations.values())
-    server_pids = throughput.Servers(servers.moto_pid, servers.dynalite_pid)
+    server_pids = throughput.ServerPids(servers.moto_pid, servers.dynalite_pid)
     for round_number in range(1, plan.rounds + 1):
         for kind in kinds:
             tag = f"{kind}-r{round_number}"
@@ -474,6 +474,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     WORK_DIR.mkdir(parents=True, exist_ok=True)
 
+    load_at_start = list(os.getloadavg())
     mode = " --quick" if plan.quick else ""
     say(f"make bench{mode}: {os.cpu_count()} cores, Python {sys.version.split()[0]}")
     say("part 1: the window vs LangChain's trim_messages")
@@ -490,6 +491,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from bench import report
 
     document = {
+        "load_average": {"start": load_at_start, "end": list(os.getloadavg())},
         "command": ".venv/bin/python -m bench.run_all" + (" --quick" if plan.quick else ""),
         "measured_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "wall_seconds": time.monotonic() - say.started,

@@ -32,7 +32,7 @@ Say = Callable[[str], None]
 
 
 @dataclass
-class Servers:
+class ServerPids:
     moto_pid: int | None
     dynalite_pid: int | None
 
@@ -46,7 +46,7 @@ async def measure(
     warmup: Sequence[Command],
     commands: Sequence[Command],
     window: int,
-    servers: Servers,
+    servers: ServerPids,
     say: Say,
 ) -> dict[str, Any]:
     """Run one contender over ``warmup`` then ``commands``; its figures for the latter."""
