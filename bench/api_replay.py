@@ -25,6 +25,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bench.callcount import CallCounter, install_snapshot_handler
+from worker.adapters.dynamodb import history_page_query
 from worker.runtime import aws_clients
 from worker.settings import load_settings
 
@@ -82,16 +83,7 @@ async def replay(args: argparse.Namespace, payloads: dict[str, list[Any]]) -> No
 
         async def query(conversation_id: str) -> None:
             await dynamodb.query(
-                TableName=table,
-                KeyConditionExpression="pk = :pk AND sk BETWEEN :first AND :state",
-                ExpressionAttributeValues={
-                    ":pk": {"S": conversation_id},
-                    ":first": {"S": "msg#"},
-                    ":state": {"S": "state"},
-                },
-                ScanIndexForward=False,
-                Limit=settings.history_page_size,
-                ConsistentRead=True,
+                **history_page_query(table, conversation_id, settings.history_page_size)
             )
 
         async def finish(conversation_id: str, command_id: str, owner: str) -> None:

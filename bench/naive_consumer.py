@@ -22,6 +22,7 @@ import boto3
 from botocore.config import Config
 
 from bench.callcount import CallCounter, install_snapshot_handler
+from worker.adapters.dynamodb import history_page_query
 from worker.commands import encode_body, parse_command, prompt_payload
 from worker.errors import RejectedCommand
 from worker.memory import FoldState, HistoryMessage, bound_history
@@ -31,18 +32,7 @@ from worker.settings import load_settings
 def load_page(
     dynamodb: Any, table: str, conversation_id: str, limit: int
 ) -> tuple[FoldState, list[HistoryMessage]]:
-    response = dynamodb.query(
-        TableName=table,
-        KeyConditionExpression="pk = :pk AND sk BETWEEN :first AND :state",
-        ExpressionAttributeValues={
-            ":pk": {"S": conversation_id},
-            ":first": {"S": "msg#"},
-            ":state": {"S": "state"},
-        },
-        ScanIndexForward=False,
-        Limit=limit,
-        ConsistentRead=True,
-    )
+    response = dynamodb.query(**history_page_query(table, conversation_id, limit))
     state = FoldState()
     messages = []
     for item in response["Items"]:

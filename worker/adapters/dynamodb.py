@@ -29,6 +29,23 @@ def rfc3339(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def history_page_query(table: str, conversation_id: str, limit: int) -> dict[str, Any]:
+    """The Query of one turn: ``state`` (it sorts after every ``msg#``), then the newest
+    messages; ``cmd#`` records and other item kinds fall outside the key range."""
+    return {
+        "TableName": table,
+        "KeyConditionExpression": "pk = :pk AND sk BETWEEN :first AND :state",
+        "ExpressionAttributeValues": {
+            ":pk": {"S": conversation_id},
+            ":first": {"S": MESSAGE_PREFIX},
+            ":state": {"S": STATE_KEY},
+        },
+        "ScanIndexForward": False,
+        "Limit": limit,
+        "ConsistentRead": True,
+    }
+
+
 class DynamoHistoryStore:
     """Implements HistoryStore and FoldClaims over the contract's table layout."""
 
@@ -41,16 +58,7 @@ class DynamoHistoryStore:
         the newest messages. ``cmd#`` records and other item kinds fall outside the range."""
         with aws_call("dynamodb.Query"):
             response = await self._client.query(
-                TableName=self._table,
-                KeyConditionExpression="pk = :pk AND sk BETWEEN :first AND :state",
-                ExpressionAttributeValues={
-                    ":pk": {"S": conversation_id},
-                    ":first": {"S": MESSAGE_PREFIX},
-                    ":state": {"S": STATE_KEY},
-                },
-                ScanIndexForward=False,
-                Limit=limit,
-                ConsistentRead=True,
+                **history_page_query(self._table, conversation_id, limit)
             )
         state = FoldState()
         messages: list[HistoryMessage] = []
