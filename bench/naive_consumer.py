@@ -25,7 +25,7 @@ from bench.callcount import CallCounter, install_snapshot_handler
 from worker.adapters.dynamodb import history_page_query
 from worker.commands import encode_body, parse_command, prompt_payload
 from worker.errors import RejectedCommand
-from worker.memory import FoldState, HistoryMessage, bound_history
+from worker.memory import FoldState, HistoryMessage, bound_history, render_converse
 from worker.settings import load_settings
 
 
@@ -81,7 +81,8 @@ def main() -> int:
                     settings.history_page_size,
                 )
                 window = bound_history(history, settings.window_limits)
-                body = encode_body(prompt_payload(command, window, state))
+                view = render_converse(window, command.message, state.summary)
+                body = encode_body(prompt_payload(command, window, state, view))
                 sqs.send_message(QueueUrl=settings.model_queue_url, MessageBody=body)
                 sqs.delete_message(
                     QueueUrl=settings.converse_queue_url, ReceiptHandle=message["ReceiptHandle"]

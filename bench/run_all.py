@@ -483,6 +483,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     trim_args = ["--out-dir", str(out_dir)] + (["--quick"] if plan.quick else [])
     compare_trim_messages.main(trim_args)
     trim = json.loads((out_dir / "trim_messages.json").read_text(encoding="utf-8"))
+    say("part 1b: the Converse view beside the window; payload size with and without it")
+    from bench import converse_view_bench
+
+    converse_view = converse_view_bench.run(quick=plan.quick)
 
     say("starting moto (SQS, S3) and dynalite (DynamoDB) on 127.0.0.1")
     with local_servers() as servers:
@@ -499,6 +503,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "machine": machine(),
         "plan": plan.__dict__,
         "trim_messages": trim,
+        "converse_view": converse_view,
         **results,
     }
     (out_dir / "results.json").write_text(

@@ -26,7 +26,14 @@ from typing import Any
 
 from worker.adapters.dynamodb import STATE_KEY, message_key
 from worker.commands import encode_body, parse_command, prompt_payload
-from worker.memory import FoldLimits, FoldState, HistoryMessage, WindowLimits, bound_history
+from worker.memory import (
+    FoldLimits,
+    FoldState,
+    HistoryMessage,
+    WindowLimits,
+    bound_history,
+    render_converse,
+)
 from worker.memory.fold import plan_compaction
 
 _CLAUSES = (
@@ -244,7 +251,9 @@ def expected_payload(command: Command, conversation: Conversation, limits: Windo
     """The prompt body the stage sends for ``command`` (what the replay sends as is)."""
     parsed = parse_command(command.body)
     window = bound_history(conversation.newest, limits)
-    return encode_body(prompt_payload(parsed, window, conversation.state))
+    state = conversation.state
+    view = render_converse(window, parsed.message, state.summary)
+    return encode_body(prompt_payload(parsed, window, state, view))
 
 
 def fold_through(conversation: Conversation, limits: FoldLimits | None = None) -> int:

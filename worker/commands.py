@@ -8,13 +8,14 @@ import json
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from worker.errors import RejectedCommand
-from worker.memory import CompactionPlan, FoldState, Window
+from worker.memory import CompactionPlan, ConverseView, FoldState, Window, is_blank
 
 #: Characters SQS refuses in a body: lone surrogates and the two non-characters.
 _SQS_UNSAFE = re.compile("[\ud800-\udfff\ufffe\uffff]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class ConverseCommand(BaseModel):
@@ -25,8 +26,16 @@ class ConverseCommand(BaseModel):
     type: Literal["converse"]
     command_id: str = Field(min_length=1, max_length=128)
     conversation_id: str = Field(min_length=1, max_length=256)
-    message: str = Field(min_length=1)
+    message: str
     sent_at: str | None = None
+
+    @field_validator("message")
+    @classmethod
+    def _valid_text(cls, message: str) -> str:
+        # JSON can spell lone surrogates, which are no text at all; a model cannot take them.
+        if _SURROGATE.search(message):
+            raise ValueError("not valid Unicode text (a lone surrogate)")
+        return message
 
 
 def parse_command(body: str) -> ConverseCommand:
@@ -41,9 +50,12 @@ def parse_command(body: str) -> ConverseCommand:
     if not isinstance(data, dict):
         raise RejectedCommand(f"body is a JSON {type(data).__name__}, not an object")
     try:
-        return ConverseCommand.model_validate(data)
+        command = ConverseCommand.model_validate(data)
     except ValidationError as exc:
         raise RejectedCommand(describe_invalid(exc)) from None
+    if is_blank(command.message):
+        raise RejectedCommand("message is blank")  # no model accepts a blank turn
+    return command
 
 
 def describe_invalid(exc: ValidationError) -> str:
@@ -55,8 +67,11 @@ def describe_invalid(exc: ValidationError) -> str:
     return "invalid command: " + "; ".join(parts)
 
 
-def prompt_payload(command: ConverseCommand, window: Window, state: FoldState) -> dict[str, Any]:
-    """The contract's prompt payload; ``message`` is the command's, exactly as received."""
+def prompt_payload(
+    command: ConverseCommand, window: Window, state: FoldState, view: ConverseView
+) -> dict[str, Any]:
+    """The contract's prompt payload; ``message`` is the command's, exactly as received, and
+    ``converse`` the model-ready view of the same prompt."""
     memory = (
         {"summary": state.summary, "folded_through": state.folded_through}
         if state.summary is not None
@@ -74,7 +89,9 @@ def prompt_payload(command: ConverseCommand, window: Window, state: FoldState) -
             "dropped": window.dropped,
             "trimmed": window.trimmed,
             "estimated_tokens": window.estimated_tokens,
+            "left_out": len(view.left_out),
         },
+        "converse": {"system": list(view.system), "messages": list(view.messages)},
     }
 
 

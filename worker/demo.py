@@ -14,11 +14,12 @@ import json
 import logging
 import os
 import signal
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from worker.adapters.dynamodb import STATE_KEY, message_key
 from worker.bootstrap import Resources, create_resources
+from worker.demo_console import show, show_prompt
 from worker.logs import configure_logging
 from worker.settings import load_settings
 
@@ -28,6 +29,7 @@ SUMMARY = (
     "Counsel acts for Northwind (buyer) under a 2024 master supply agreement with Contoso. "
     "Agreed so far: the governing law is English law; notices go to the registered office."
 )
+GREETING = "Hello, I am Mira. Ask me anything about this matter."
 QUESTIONS = [
     "Summarise the supplier's delivery obligations under clause {n}.",
     "Does clause {n} allow the buyer to withhold payment for late delivery?",
@@ -41,6 +43,33 @@ ANSWER = (
     "Nothing in clause {n} excludes the general right to damages, but the cap in clause 18 "
     "applies. I would flag the interaction with the force majeure carve-out to the client."
 )
+#: The newest turns, where the window is: the shapes a stored history really takes.
+RECENT: list[tuple[str, str]] = [
+    ("user", "Here is the agreement; what does clause 14.2 say?\n{contract}"),
+    ("assistant", "Clause 14.2 lets either party terminate on 90 days' written notice."),
+    ("user", "Is the notice period in clause 14.2 shortened for insolvency?"),
+    # The first try failed before an answer was stored; counsel asked again.
+    ("user", "Is the notice period in clause 14.2 shortened for insolvency? (asked again)"),
+    # A long answer stored in two parts.
+    ("assistant", "Yes: on an insolvency event the notice period falls to 10 days (part 1/2)."),
+    ("assistant", "The insolvency events are listed in clause 1.1 (part 2/2)."),
+    ("user", "Which notices have we already served?"),
+    # A failed generation stored as an empty answer.
+    ("assistant", ""),
+    ("user", "Which notices have we served under clause 14.2?"),
+    ("assistant", "None yet: the only notice on file is the delay notice under clause 9."),
+]
+#: A second, short matter whose window reaches its first message: a stored greeting.
+INTAKE_ID = "matter-2040"
+INTAKE: list[tuple[str, str]] = [
+    ("assistant", GREETING),
+    ("user", "We act for the landlord. Can the tenant assign the lease without consent?"),
+    ("assistant", "No: clause 7.3 requires the landlord's prior written consent."),
+]
+COMMANDS = [
+    (CONVERSATION_ID, "Given all that, can the buyer terminate under clause 14.2 now?"),
+    (INTAKE_ID, "Draft the landlord's reply refusing consent."),
+]
 
 
 def _contract() -> str:
@@ -53,30 +82,36 @@ def _contract() -> str:
     return "MASTER SUPPLY AGREEMENT (extract pasted by counsel)\n" + "".join(clauses)
 
 
-def demo_history(length: int = 56) -> Iterator[tuple[int, str, str]]:
-    """(seq, role, content) oldest first; one pasted contract inside the window."""
-    for seq in range(1, length + 1):
-        n = seq // 2 + 3
-        if seq % 2:
-            text = QUESTIONS[(seq // 2) % len(QUESTIONS)].format(n=n)
-            if seq == length - 7:
-                text = "Here is the agreement; what does clause 14.2 say?\n" + _contract()
-            yield seq, "user", text
+def demo_history(length: int = 57) -> Iterator[tuple[int, str, str]]:
+    """(seq, role, content) oldest first: a greeting, question/answer pairs, then the
+    recent turns (a pasted contract, a retried question, a two-part and an empty answer)."""
+    yield 1, "assistant", GREETING
+    older = length - 1 - len(RECENT)
+    for i in range(older):
+        n = i // 2 + 3
+        if i % 2 == 0:
+            yield i + 2, "user", QUESTIONS[(i // 2) % len(QUESTIONS)].format(n=n)
         else:
-            yield seq, "assistant", ANSWER.format(n=n)
+            yield i + 2, "assistant", ANSWER.format(n=n)
+    for seq, (role, text) in enumerate(RECENT, start=older + 2):
+        yield seq, role, text.format(contract=_contract()) if "{contract}" in text else text
 
 
-async def seed(dynamodb: Any, table: str) -> None:
-    items: list[dict[str, Any]] = [
+def _items(conversation_id: str, messages: Iterable[tuple[int, str, str]]) -> list[Any]:
+    return [
         {
-            "pk": {"S": CONVERSATION_ID},
+            "pk": {"S": conversation_id},
             "sk": {"S": message_key(seq)},
             "seq": {"N": str(seq)},
             "role": {"S": role},
             "content": {"S": content},
         }
-        for seq, role, content in demo_history()
+        for seq, role, content in messages
     ]
+
+
+async def seed(dynamodb: Any, table: str) -> None:
+    items = _items(CONVERSATION_ID, demo_history())
     items.append(
         {
             "pk": {"S": CONVERSATION_ID},
@@ -85,33 +120,22 @@ async def seed(dynamodb: Any, table: str) -> None:
             "fold_summary": {"S": SUMMARY},
         }
     )
+    items += _items(INTAKE_ID, ((seq, r, c) for seq, (r, c) in enumerate(INTAKE, start=1)))
     for start in range(0, len(items), 25):
         batch = [{"PutRequest": {"Item": item}} for item in items[start : start + 25]]
         await dynamodb.batch_write_item(RequestItems={table: batch})
 
 
-def abbreviate(payload: Any, width: int = 72) -> Any:
-    """The payload with every long string cut for the console (never for the queue)."""
-    if isinstance(payload, dict):
-        return {key: abbreviate(value, width) for key, value in payload.items()}
-    if isinstance(payload, list):
-        return [abbreviate(value, width) for value in payload]
-    if isinstance(payload, str) and len(payload) > width:
-        flat = payload.replace("\n", "⏎")
-        return f"{flat[:width]}… ({len(payload):,} chars)"
-    return payload
-
-
-async def tap(sqs: Any, queue_url: str, title: str, seen: asyncio.Event) -> None:
+async def tap(sqs: Any, queue_url: str, title: str, seen: asyncio.Queue[str]) -> None:
     """Print what arrives on an output queue (a stand-in for the next stage)."""
     while True:
         response = await sqs.receive_message(QueueUrl=queue_url, WaitTimeSeconds=1)
         for message in response.get("Messages", []):
             body = json.loads(message["Body"])
-            shown = json.dumps(abbreviate(body), indent=2, ensure_ascii=False)
+            shown = show_prompt(body) if body.get("type") == "prompt" else show(body)
             print(f"\n──── {title} ────\n{shown}\n", flush=True)
             await sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
-            seen.set()
+            seen.put_nowait(title)
 
 
 def _environment(endpoint: str) -> None:
@@ -158,33 +182,35 @@ async def _demo(*, once: bool) -> int:
         await seed(clients.dynamodb, settings.history_table)
         count = sum(1 for _ in demo_history())
         print(f"seeded {CONVERSATION_ID}: {count} messages, folded through {FOLDED_THROUGH}")
-        command = {
-            "type": "converse",
-            "command_id": "c-demo-1",
-            "conversation_id": CONVERSATION_ID,
-            "message": "Given all that, can the buyer terminate under clause 14.2 now?",
-            "sent_at": "2026-11-30T09:00:00Z",
-        }
-        await clients.sqs.send_message(
-            QueueUrl=settings.converse_queue_url, MessageBody=json.dumps(command)
-        )
-        print("sent converse command c-demo-1; the worker runs until Ctrl-C\n")
+        print(f"seeded {INTAKE_ID}: {len(INTAKE)} messages, the first a stored greeting")
+        for number, (conversation_id, text) in enumerate(COMMANDS, start=1):
+            command = {
+                "type": "converse",
+                "command_id": f"c-demo-{number}",
+                "conversation_id": conversation_id,
+                "message": text,
+                "sent_at": "2026-11-30T09:00:00Z",
+            }
+            await clients.sqs.send_message(
+                QueueUrl=settings.converse_queue_url, MessageBody=json.dumps(command)
+            )
+            print(f"sent converse command c-demo-{number} on {conversation_id}")
+        print("the worker runs until Ctrl-C\n")
 
         stopping = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stopping.set)
-        prompt_seen, fold_seen = asyncio.Event(), asyncio.Event()
+        seen: asyncio.Queue[str] = asyncio.Queue()
         taps = [
+            asyncio.create_task(tap(clients.sqs, env["MODEL_QUEUE_URL"], "prompt payload", seen)),
             asyncio.create_task(
-                tap(clients.sqs, env["MODEL_QUEUE_URL"], "prompt payload", prompt_seen)
-            ),
-            asyncio.create_task(
-                tap(clients.sqs, env["COMPACTION_QUEUE_URL"], "compaction request", fold_seen)
+                tap(clients.sqs, env["COMPACTION_QUEUE_URL"], "compaction request", seen)
             ),
         ]
         if once:
-            taps.append(asyncio.create_task(_stop_when_all_set(stopping, prompt_seen, fold_seen)))
+            expected = ["prompt payload"] * len(COMMANDS) + ["compaction request"]
+            taps.append(asyncio.create_task(_stop_after(stopping, seen, expected)))
         try:
             await run_worker(settings, stopping)
         finally:
@@ -195,7 +221,9 @@ async def _demo(*, once: bool) -> int:
     return 0
 
 
-async def _stop_when_all_set(stopping: asyncio.Event, *events: asyncio.Event) -> None:
-    for event in events:
-        await event.wait()
+async def _stop_after(stopping: asyncio.Event, seen: asyncio.Queue[str], titles: list[str]) -> None:
+    """Stop once every expected output has been shown (``--once``)."""
+    waiting = sorted(titles)
+    while waiting:
+        waiting.remove(await seen.get())
     stopping.set()

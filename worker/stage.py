@@ -26,7 +26,7 @@ from structlog.contextvars import bound_contextvars
 from worker.commands import ConverseCommand, encode_body, parse_command, prompt_payload
 from worker.errors import RejectedCommand, RetryableError
 from worker.logs import get_logger
-from worker.memory import bound_history, fold_gap
+from worker.memory import bound_history, fold_gap, render_converse
 from worker.memory.compaction import maybe_enqueue_compaction
 from worker.payloads import resolve_body
 from worker.ports import (
@@ -229,7 +229,14 @@ class ConverseStage:
                 last_seq=gap.last_seq,
             )
 
-        body = encode_body(prompt_payload(command, window, page.state))
+        view = render_converse(window, command.message, page.state.summary)
+        if view.left_out:
+            log.info(
+                "clerk.converse_messages_left_out",
+                count=len(view.left_out),
+                reasons=dict(Counter(left.reason for left in view.left_out)),
+            )
+        body = encode_body(prompt_payload(command, window, page.state, view))
         await self._model_queue.send(
             body, group_id=command.conversation_id, deduplication_id=command.command_id
         )

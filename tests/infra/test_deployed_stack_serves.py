@@ -38,7 +38,13 @@ async def test_the_worker_serves_from_what_the_template_deployed(
             [dead] = await stack.drain(outputs["ConverseDeadLetterQueueUrl"], expect=1)
     payload = body_of(prompt)
     assert payload["command_id"] == "c-cfn"
-    assert payload["window"] == {"kept": 24, "dropped": 16, "trimmed": 0, "estimated_tokens": 240}
+    assert payload["window"] == {
+        "kept": 24,
+        "dropped": 16,
+        "trimmed": 0,
+        "estimated_tokens": 240,
+        "left_out": 0,
+    }
     assert json.loads(fold["Body"])["through"] == 40
     assert dead["Body"] == "{not a command"
     assert "RejectionReason" in dead["MessageAttributes"]

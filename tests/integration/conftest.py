@@ -19,8 +19,10 @@ from typing import Any
 import pytest
 from moto.server import ThreadedMotoServer
 
+from tests.converse_rules import assert_model_ready
 from worker.adapters.dynamodb import STATE_KEY, message_key
 from worker.bootstrap import Resources, create_resources, dead_letter_name
+from worker.payloads import parse_pointer
 from worker.runtime import Clients, aws_clients, run_worker
 from worker.settings import Settings
 
@@ -50,6 +52,8 @@ class Stack:
     env: dict[str, str]
     clients: Clients
     resources: Resources = field(default_factory=Resources)
+    #: Prompt payloads whose ``converse`` view :meth:`drain` has checked.
+    prompts_checked: int = 0
 
     def settings(self, **overrides: Any) -> Settings:
         values: dict[str, Any] = {name.lower(): value for name, value in self.env.items()}
@@ -120,7 +124,11 @@ class Stack:
     async def drain(
         self, env_name: str, *, expect: int | None = None, within: float = 15.0
     ) -> list[dict[str, Any]]:
-        """Receive and delete everything on a queue; with ``expect``, wait until that many came."""
+        """Receive and delete everything on a queue; with ``expect``, wait until that many came.
+
+        Every prompt payload drained from the model queue is checked on the way: its
+        ``converse`` view must be one Bedrock's Converse API accepts (``assert_model_ready``).
+        """
         url = self.env.get(env_name, env_name)
         received: list[dict[str, Any]] = []
         loop = asyncio.get_running_loop()
@@ -135,6 +143,8 @@ class Stack:
             messages = response.get("Messages", [])
             for message in messages:
                 received.append(message)
+                if url == self.env.get("MODEL_QUEUE_URL"):
+                    message["ResolvedPayload"] = await self.check_prompt(message)
                 await self.clients.sqs.delete_message(
                     QueueUrl=url, ReceiptHandle=message["ReceiptHandle"]
                 )
@@ -143,6 +153,26 @@ class Stack:
             if expect is not None and len(received) >= expect:
                 break
         return received
+
+    async def check_prompt(self, message: dict[str, Any]) -> Any:
+        """A prompt payload (inline or behind an S3 pointer) is ready for Converse as is;
+        returns the payload, read from S3 if the body is a pointer."""
+        body = message["Body"]
+        attributes = {
+            name: value.get("StringValue", "")
+            for name, value in message.get("MessageAttributes", {}).items()
+        }
+        pointer = parse_pointer(body, attributes)
+        if pointer is not None:
+            bucket, key = pointer
+            stored = await self.clients.s3.get_object(Bucket=bucket, Key=key)
+            async with stored["Body"] as stream:
+                body = (await stream.read()).decode("utf-8")
+        payload = json.loads(body)
+        if payload.get("type") == "prompt":
+            assert_model_ready(payload)
+            self.prompts_checked += 1
+        return payload
 
     async def dead_letter_url(self, env_name: str = "CONVERSE_QUEUE_URL") -> str:
         [spec] = [q for q in self.resources.queues if q.env == env_name]

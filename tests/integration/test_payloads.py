@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 
 from tests.conftest import captured_logs
+from tests.converse_rules import assert_model_ready
 from tests.integration.conftest import Stack, body_of, running_worker
 from worker.bootstrap import Resources
 from worker.commands import ConverseCommand, encode_body, prompt_payload
-from worker.memory import FoldState, bound_history
+from worker.memory import FoldState, bound_history, render_converse
 from worker.memory.window import WindowLimits
 from worker.payloads import POINTER_CLASS, SIZE_ATTRIBUTE, message_size
 
@@ -105,6 +106,7 @@ async def test_a_2_mb_command_sent_by_the_extended_client_is_served(stack: Stack
     payload = json.loads(message["Body"])  # the Extended Client already fetched it from S3
     assert payload["command_id"] == "c-2mb"
     assert payload["message"] == pasted
+    assert_model_ready(payload)
 
 
 async def test_a_legacy_pointer_with_the_old_attribute_name_is_read(stack: Stack) -> None:
@@ -132,30 +134,31 @@ async def test_a_legacy_pointer_with_the_old_attribute_name_is_read(stack: Stack
 
 async def test_the_threshold_is_exact(stack: Stack) -> None:
     """A payload of exactly PAYLOAD_INLINE_MAX_BYTES travels inline; one byte more, via S3."""
-    limit = 20_000
 
-    def payload_size(message: str) -> int:
-        cmd = ConverseCommand.model_validate(command("c-x", message))
+    def payload_size(command_id: str, message: str) -> int:
+        cmd = ConverseCommand.model_validate(command(command_id, message))
         window = bound_history([], WindowLimits())
-        return message_size(encode_body(prompt_payload(cmd, window, FoldState())))
+        view = render_converse(window, cmd.message, None)
+        return message_size(encode_body(prompt_payload(cmd, window, FoldState(), view)))
 
-    base = payload_size("a") - 1
-    at_limit, over_limit = "a" * (limit - base), "a" * (limit - base + 1)
-    assert payload_size(at_limit) == limit
-    assert payload_size(over_limit) == limit + 1
-    await stack.send_raw(json.dumps(command("c-x", at_limit)))
-    await stack.send_raw(json.dumps(command("c-x", over_limit) | {"command_id": "c-y"}))
+    # The message rides twice (`message` and the converse view); the command id once, so a
+    # one-character longer id makes a payload exactly one byte larger.
+    text = "a" * 9_000
+    limit = payload_size("c-x", text)
+    assert payload_size("c-xy", text) == limit + 1
+    await stack.send_raw(json.dumps(command("c-x", text)))
+    await stack.send_raw(json.dumps(command("c-xy", text)))
     async with running_worker(stack.settings(payload_inline_max_bytes=limit)):
         messages = await stack.drain("MODEL_QUEUE_URL", expect=2)
     by_size = sorted(messages, key=lambda m: len(m["Body"]))
     pointer, inline = by_size
     assert len(inline["Body"].encode()) == limit
-    assert body_of(inline)["message"] == at_limit
+    assert body_of(inline)["message"] == text
     assert SIZE_ATTRIBUTE not in inline.get("MessageAttributes", {})
     bucket, key = read_like_the_extended_client(pointer)
     data, _ = await s3_object(stack, bucket, key)
     assert len(data) == limit + 1
-    assert json.loads(data)["command_id"] == "c-y"
+    assert json.loads(data)["command_id"] == "c-xy"
 
 
 async def test_a_pointer_to_a_missing_object_is_rejected_with_a_reason(stack: Stack) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -158,5 +159,9 @@ def test_make_run_shows_the_window_the_payload_and_the_fold_request() -> None:
     assert "clerk.converse_history_window_bounded" in out
     assert "──── prompt payload ────" in out
     assert '"trimmed": 1' in out
+    assert re.search(r"'Here is the agreement.*⟪… \d+ tokens omitted …⟫ …", out)  # the marker
+    assert out.count("converse.messages") == 2
+    assert '"left_out": 1' in out
+    assert "reasons={'leading_answer': 1}" in out and "reasons={'blank': 1}" in out
     assert "──── compaction request ────" in out
     assert "clerk.converse_compaction_requested" in out

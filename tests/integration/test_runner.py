@@ -22,6 +22,7 @@ async def test_a_command_in_gives_the_exact_payload_out(stack: Stack) -> None:
     async with running_worker(stack.settings()):
         [message] = await stack.drain("MODEL_QUEUE_URL", expect=1)
 
+    assert stack.prompts_checked == 1  # drain checked it against Converse's rules
     assert body_of(message) == {
         "type": "prompt",
         "command_id": "c-8f2e",
@@ -33,7 +34,22 @@ async def test_a_command_in_gives_the_exact_payload_out(stack: Stack) -> None:
             if seq >= 17
         ],
         "message": "What does clause 14.2 say?",
-        "window": {"kept": 24, "dropped": 16, "trimmed": 0, "estimated_tokens": 240},
+        "window": {
+            "kept": 24,
+            "dropped": 16,
+            "trimmed": 0,
+            "estimated_tokens": 240,
+            "left_out": 0,
+        },
+        "converse": {
+            "system": [{"text": "The fold so far."}, {"cachePoint": {"type": "default"}}],
+            "messages": [
+                {"role": role, "content": [{"text": content}]}
+                for seq, (role, content) in enumerate(history, start=1)
+                if seq >= 17
+            ]
+            + [{"role": "user", "content": [{"text": "What does clause 14.2 say?"}]}],
+        },
     }
 
 
@@ -45,24 +61,77 @@ async def test_memory_is_null_without_a_fold_summary(stack: Stack) -> None:
     payload = body_of(message)
     assert payload["memory"] is None
     assert [m["seq"] for m in payload["history"]] == [1, 2, 3, 4]
-    assert payload["window"] == {"kept": 4, "dropped": 0, "trimmed": 0, "estimated_tokens": 40}
+    assert payload["window"] == {
+        "kept": 4,
+        "dropped": 0,
+        "trimmed": 0,
+        "estimated_tokens": 40,
+        "left_out": 0,
+    }
+    assert payload["converse"]["system"] == []
 
 
 async def test_the_current_counsel_message_is_never_trimmed(stack: Stack) -> None:
     """The current message rides `message` whole, however far above every limit it is,
-    while a history message of the same text is trimmed."""
+    while a history message of the same text is trimmed; in the model-ready view it is the
+    last text block, character for character, after the trimmed history."""
     pasted = "".join(f"Clause {i}: the Supplier shall indemnify the Buyer. " for i in range(3500))
     assert len(pasted) > 4 * 4000 * 10  # ten times the whole window budget
     await stack.seed("matter-3", [("user", pasted), ("assistant", "Noted.")])
     await stack.send_command(command_id="c-big", conversation_id="matter-3", message=pasted)
     async with running_worker(stack.settings()):
         [message] = await stack.drain("MODEL_QUEUE_URL", expect=1)
-    payload = body_of(message)
+    payload = message["ResolvedPayload"]  # over the inline limit: it travelled via S3
     assert payload["message"] == pasted
     assert "tokens omitted" not in payload["message"]
     assert payload["history"][0]["content"] == trim_message(pasted, 1000)
     assert payload["window"]["trimmed"] == 1
     assert all(m["content"] != pasted for m in payload["history"])
+    converse = payload["converse"]["messages"]
+    assert converse[-1]["content"][-1]["text"] == pasted
+    assert converse[0]["content"][0]["text"] == trim_message(pasted, 1000)
+    blocks = [block["text"] for m in converse for block in m["content"]]
+    assert blocks.count(pasted) == 1
+
+
+async def test_real_history_shapes_reach_the_model_queue_ready_for_converse(stack: Stack) -> None:
+    """GIVEN a greeting before the first question, a question asked twice, an answer in two
+    parts, an empty answer and an unanswered last question, WHEN counsel asks, THEN
+    `converse` alternates from a user turn, invents nothing, and what it leaves out is
+    counted in `window.left_out` and logged by reason without content."""
+    history = [
+        ("assistant", "Hello, I am Mira. How can I help on this matter?"),
+        ("user", "Who are the parties?"),
+        ("user", "Who are the parties to the supply agreement?"),
+        ("assistant", "Northwind (buyer) and Contoso (supplier)."),
+        ("assistant", "The agreement is dated 2024."),
+        ("user", "Is there a cap on liability?"),
+        ("assistant", "  "),
+        ("user", "Is there a cap on liability? (asked again)"),
+    ]
+    await stack.seed("matter-shapes", history)
+    await stack.send_command(command_id="c-shapes", conversation_id="matter-shapes")
+    with captured_logs() as logs:
+        async with running_worker(stack.settings()):
+            [message] = await stack.drain("MODEL_QUEUE_URL", expect=1)
+    payload = body_of(message)
+    assert [m["seq"] for m in payload["history"]] == list(range(1, 9))  # history as stored
+    assert payload["window"]["left_out"] == 2
+    texts = [[block["text"] for block in m["content"]] for m in payload["converse"]["messages"]]
+    assert [m["role"] for m in payload["converse"]["messages"]] == [
+        "user",
+        "assistant",
+        "user",
+    ]
+    assert texts == [
+        [history[1][1], history[2][1]],
+        [history[3][1], history[4][1]],
+        [history[5][1], history[7][1], "What does clause 14.2 say?"],
+    ]
+    [left_out] = [e for e in logs if e["event"] == "clerk.converse_messages_left_out"]
+    assert (left_out["count"], left_out["reasons"]) == (2, {"leading_answer": 1, "blank": 1})
+    assert left_out["command_id"] == "c-shapes"
+    assert all(content not in repr(logs) for _, content in history if content.strip())
 
 
 async def test_malformed_history_entries_are_dropped_with_a_warning(stack: Stack) -> None:
@@ -120,7 +189,12 @@ async def test_the_window_logs_what_it_dropped_without_content(stack: Stack) -> 
         ('{"type": "converse", "conversation_id": "m", "message": "hi"}', "command_id: Field"),
         (
             '{"type": "converse", "command_id": "c", "conversation_id": "m", "message": ""}',
-            "message: String should have at least 1 character",
+            "message is blank",
+        ),
+        (
+            '{"type": "converse", "command_id": "c", "conversation_id": "m", '
+            '"message": " \\u00a0\\n\\u2028 "}',
+            "message is blank",
         ),
         ('{"type": "compact", "command_id": "c", "conversation_id": "m", "message": "x"}', "type"),
     ],

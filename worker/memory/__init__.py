@@ -5,6 +5,7 @@ trigger (see :class:`worker.settings.Settings`), or a stretch of conversation
 could age out of the window before it is large enough to be folded.
 """
 
+from worker.memory.converse import ConverseView, LeftOut, is_blank, render_converse
 from worker.memory.fold import (
     CompactionPlan,
     FoldGap,
@@ -21,17 +22,21 @@ __all__ = [
     "HEAD_TOKENS",
     "TAIL_TOKENS",
     "CompactionPlan",
+    "ConverseView",
     "FoldGap",
     "FoldLimits",
     "FoldState",
     "HistoryMessage",
+    "LeftOut",
     "Role",
     "Window",
     "WindowLimits",
     "bound_history",
     "estimate_tokens",
     "fold_gap",
+    "is_blank",
     "omission_marker",
     "plan_compaction",
+    "render_converse",
     "trim_message",
 ]

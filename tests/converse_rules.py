@@ -1,0 +1,95 @@
+"""What Amazon Bedrock's Converse API accepts, checked without calling it.
+
+Two layers, as the service has them:
+
+- :func:`botocore_errors` runs botocore's own parameter validation of the Converse input
+  against the ``bedrock-runtime`` service model botocore ships (shapes, required members,
+  one member per union block such as ``{"text": …}`` or ``{"cachePoint": …}``);
+- :func:`service_rule_errors` states the rules only the service enforces, each beside the
+  ValidationException text it answers to (as users of LangChain, Semantic Kernel, Dify,
+  LiteLLM and Portkey have reported them against the live service).
+
+"Blank" is Python's Unicode whitespace, a superset of the Java whitespace the service
+trims, so this checker is at least as strict as the service.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import botocore.session
+from botocore.validate import ParamValidator
+
+#: Any model id: the service model only requires one to be there.
+MODEL_ID = "anthropic.claude-sonnet-4-20250514-v1:0"
+
+_CONVERSE_INPUT = (
+    botocore.session.get_session()
+    .get_service_model("bedrock-runtime")
+    .operation_model("Converse")
+    .input_shape
+)
+
+
+def botocore_errors(converse: dict[str, Any]) -> str | None:
+    """botocore's validation report for ``converse(modelId=…, system=…, messages=…)``."""
+    params = {"modelId": MODEL_ID, "system": converse["system"], "messages": converse["messages"]}
+    report = ParamValidator().validate(params, _CONVERSE_INPUT)
+    return report.generate_report() if report.has_errors() else None
+
+
+def _blank(text: str) -> bool:
+    return not text or text.isspace()
+
+
+def service_rule_errors(converse: dict[str, Any]) -> list[str]:
+    """The rules the service checks on top of the model's shapes; empty when accepted."""
+    errors: list[str] = []
+    messages = converse["messages"]
+    # "A conversation must start with a user message. Try again with a conversation that
+    # starts with a user message."
+    if not messages or messages[0]["role"] != "user":
+        errors.append("A conversation must start with a user message.")
+    # "A conversation must alternate between user and assistant roles. Make sure the
+    # conversation alternates between user and assistant roles and try again."
+    for i in range(1, len(messages)):
+        if messages[i]["role"] == messages[i - 1]["role"]:
+            errors.append(f"A conversation must alternate between user and assistant (at {i}).")
+    # Without a prefilled answer the last turn is the user's: the model answers it.
+    if messages and messages[-1]["role"] != "user":
+        errors.append("The conversation must end with a user message.")
+    for i, message in enumerate(messages):
+        # "Value at 'messages.N.member.role' failed to satisfy constraint: Member must
+        # satisfy enum value set: [user, assistant]" (botocore does not check enums)
+        if message["role"] not in ("user", "assistant"):
+            errors.append(f"messages.{i}.role is not user or assistant.")
+        # "The content field in the Message object at messages.N is empty. Add a
+        # ContentBlock object to the content field and try again."
+        if not message["content"]:
+            errors.append(f"The content field in the Message object at messages.{i} is empty.")
+        for j, block in enumerate(message["content"]):
+            # "The text field in the ContentBlock object at messages.N.content.M is blank.
+            # Add text to the text field, and try again."
+            if "text" in block and _blank(block["text"]):
+                errors.append(
+                    f"The text field in the ContentBlock object at messages.{i}.content.{j} "
+                    "is blank."
+                )
+    for k, block in enumerate(converse["system"]):
+        if "text" in block and _blank(block["text"]):
+            errors.append(f"The text field in the SystemContentBlock at system.{k} is blank.")
+    return errors
+
+
+def converse_errors(converse: dict[str, Any]) -> list[str]:
+    """Everything Converse would refuse in this view: botocore's report and the service's."""
+    report = botocore_errors(converse)
+    return ([report] if report else []) + service_rule_errors(converse)
+
+
+def assert_model_ready(payload: dict[str, Any]) -> None:
+    """A prompt payload's ``converse`` view is accepted, and ends on its current message."""
+    converse = payload["converse"]
+    assert set(converse) == {"system", "messages"}
+    assert converse_errors(converse) == []
+    assert converse["messages"][-1]["content"][-1] == {"text": payload["message"]}
