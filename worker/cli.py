@@ -10,6 +10,7 @@ import sys
 from collections.abc import Sequence
 
 from worker.bootstrap import Resources, create_resources
+from worker.errors import StoreUnavailable
 from worker.logs import configure_logging
 from worker.settings import ConfigError, load_settings
 
@@ -27,6 +28,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     boot.add_argument("--fifo-model-queue", action="store_true", help="make the model queue FIFO")
     demo = commands.add_parser("demo", help="the stage on a local moto server, with a demo matter")
     demo.add_argument("--once", action="store_true", help="stop after the first prompt and fold")
+    send = commands.add_parser("send", help="send one converse command to CONVERSE_QUEUE_URL")
+    send.add_argument("--conversation", required=True, help="the conversation (matter) id")
+    send.add_argument("--command-id", help="the idempotency key (default: a new UUID)")
+    send.add_argument("message", help="counsel's message")
+    dlq = commands.add_parser("dlq", help="the converse queue's dead-letter queue")
+    dlq_commands = dlq.add_subparsers(dest="dlq_command", required=True)
+    inspect = dlq_commands.add_parser("inspect", help="counts by reason and age; never bodies")
+    inspect.add_argument("--ids", action="store_true", help="list each message id too")
+    redrive = dlq_commands.add_parser("redrive", help="send retry-exhausted commands back")
+    redrive.add_argument(
+        "--include-rejected", action="store_true", help="also messages the stage rejected"
+    )
+    redrive.add_argument("--rate", type=int, default=10, help="messages a second (default 10)")
+    redrive.add_argument("--limit", type=int, help="stop after this many")
     args = parser.parse_args(argv)
 
     try:
@@ -37,6 +52,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             for name, value in asyncio.run(_bootstrap(resources)).items():
                 print(f"{name}={value}")
             return 0
+        if args.command in ("send", "dlq"):
+            from worker.operator import run_operator_command
+
+            try:
+                return asyncio.run(run_operator_command(args))
+            except StoreUnavailable as exc:  # names the operation and code, never content
+                print(f"worker: {exc}", file=sys.stderr)
+                return 1
         from worker.demo import run_demo
 
         return run_demo(once=args.once)

@@ -195,7 +195,13 @@ async def _demo(*, once: bool) -> int:
                 QueueUrl=settings.converse_queue_url, MessageBody=json.dumps(command)
             )
             print(f"sent converse command c-demo-{number} on {conversation_id}")
-        print("the worker runs until Ctrl-C\n")
+        print("the worker runs until Ctrl-C; send it more commands from another terminal with")
+        print(
+            f"  AWS_ENDPOINT_URL={os.environ['AWS_ENDPOINT_URL']} AWS_ACCESS_KEY_ID=testing "
+            "AWS_SECRET_ACCESS_KEY=testing AWS_DEFAULT_REGION=us-east-1 "
+            f"CONVERSE_QUEUE_URL={settings.converse_queue_url} "
+            f'.venv/bin/worker send --conversation {CONVERSATION_ID} "your question"\n'
+        )
 
         stopping = asyncio.Event()
         loop = asyncio.get_running_loop()

@@ -21,6 +21,10 @@ class ReceivedMessage:
     body: str
     receive_count: int = 1
     attributes: Mapping[str, str] = field(default_factory=dict)
+    #: When SQS first accepted the message (``SentTimestamp``), epoch milliseconds.
+    sent_timestamp_ms: int | None = None
+    #: The X-Ray trace header the sender attached (``AWSTraceHeader``), if any.
+    trace_header: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -96,3 +96,13 @@ def test_the_task_role_grants_exactly_what_the_code_calls() -> None:
 )
 def test_operations_map_to_iam_actions(service: str, operation: str, action: str) -> None:
     assert iam_action(service, operation) == action
+
+
+def test_the_operators_dead_letter_actions_are_not_the_tasks() -> None:
+    """`worker dlq` runs with an operator's credentials: SQS's message move task is not
+    something the worker itself ever starts, so the task role does not grant it."""
+    operator = {iam_action("sqs", op) for op in operations_called(ADAPTERS / "sqs_admin.py")}
+    assert {"sqs:StartMessageMoveTask", "sqs:ListMessageMoveTasks"} <= operator
+    assert not {"sqs:StartMessageMoveTask", "sqs:ListMessageMoveTasks"} & (
+        actions_the_role_grants(load_template())
+    )

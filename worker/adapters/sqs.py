@@ -18,6 +18,9 @@ from worker.ports import DeleteFailure, ReceivedMessage
 #: The most a SendMessageBatch may carry in all, bodies and attributes.
 MAX_BATCH_BYTES = 1_048_576
 
+#: The system attributes every receive asks for.
+SYSTEM_ATTRIBUTES = ("ApproximateReceiveCount", "SentTimestamp", "AWSTraceHeader")
+
 #: What SQS accepts as a MessageGroupId or MessageDeduplicationId.
 _FIFO_TOKEN = re.compile(r"[!-~]{1,128}")
 
@@ -41,15 +44,21 @@ class SqsQueue:
         self.url = url
         self.fifo = is_fifo(url)
 
-    async def receive(self, max_messages: int, wait_seconds: int) -> list[ReceivedMessage]:
+    async def receive(
+        self, max_messages: int, wait_seconds: int, *, visibility_timeout: int | None = None
+    ) -> list[ReceivedMessage]:
+        """One ReceiveMessage; ``visibility_timeout`` overrides the queue's own."""
+        request: dict[str, Any] = {
+            "QueueUrl": self.url,
+            "MaxNumberOfMessages": max_messages,
+            "WaitTimeSeconds": wait_seconds,
+            "MessageSystemAttributeNames": list(SYSTEM_ATTRIBUTES),
+            "MessageAttributeNames": ["All"],
+        }
+        if visibility_timeout is not None:
+            request["VisibilityTimeout"] = visibility_timeout
         with aws_call("sqs.ReceiveMessage"):
-            response = await self._client.receive_message(
-                QueueUrl=self.url,
-                MaxNumberOfMessages=max_messages,
-                WaitTimeSeconds=wait_seconds,
-                MessageSystemAttributeNames=["ApproximateReceiveCount"],
-                MessageAttributeNames=["All"],
-            )
+            response = await self._client.receive_message(**request)
         return [_received(raw) for raw in response.get("Messages", [])]
 
     async def delete_batch(self, messages: Sequence[ReceivedMessage]) -> list[DeleteFailure]:
@@ -210,4 +219,6 @@ def _received(raw: Mapping[str, Any]) -> ReceivedMessage:
         body=raw.get("Body", ""),
         receive_count=int(system.get("ApproximateReceiveCount", "1")),
         attributes=attributes,
+        sent_timestamp_ms=int(system["SentTimestamp"]) if "SentTimestamp" in system else None,
+        trace_header=system.get("AWSTraceHeader"),
     )

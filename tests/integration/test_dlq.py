@@ -1,0 +1,164 @@
+"""`worker dlq` and `worker send` against the moto server, with the real worker."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import captured_logs
+from tests.integration.conftest import Stack, body_of, exchanges, running_worker
+from worker import dlq
+from worker.adapters.sqs import SqsQueue
+
+pytestmark = pytest.mark.integration
+
+WORKER = [sys.executable, "-m", "worker.cli"]
+BAD = ['{"type": "converse"}', "{not json", '{"type": "converse", "command_id": "c", '
+       '"conversation_id": "m", "message": "  "}']  # fmt: skip
+
+
+def command_body(command_id: str, conversation_id: str = "matter-d") -> str:
+    return json.dumps(
+        {
+            "type": "converse",
+            "command_id": command_id,
+            "conversation_id": conversation_id,
+            "message": "PRIVILEGED question about clause 14.2",
+        }
+    )
+
+
+async def dead_letter_queue_with_both_kinds(stack: Stack) -> SqsQueue:
+    """Three commands the real worker rejected, and two retry-exhausted ones (moved there
+    as SQS's redrive policy moves them: body and attributes as sent, no reason)."""
+    for body in BAD:
+        await stack.send_raw(body)
+    async with running_worker(stack.settings()):
+        while await depth(stack, await stack.dead_letter_url()) < len(BAD):
+            await asyncio.sleep(0.1)
+    url = await stack.dead_letter_url()
+    for command_id in ("c-exhausted-1", "c-exhausted-2"):
+        await stack.clients.sqs.send_message(QueueUrl=url, MessageBody=command_body(command_id))
+    return SqsQueue(stack.clients.sqs, url)
+
+
+async def depth(stack: Stack, url: str) -> int:
+    response = await stack.clients.sqs.get_queue_attributes(
+        QueueUrl=url,
+        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+    )
+    return sum(int(value) for value in response["Attributes"].values())
+
+
+async def test_inspect_counts_by_reason_and_age_and_leaves_every_message_there(
+    stack: Stack,
+) -> None:
+    queue = await dead_letter_queue_with_both_kinds(stack)
+    inspection = await dlq.inspect(queue)
+    assert inspection.total == 5
+    assert inspection.by_reason == {
+        dlq.RETRY_EXHAUSTED: 2,
+        "invalid command: command_id: Field required; conversation_id: Field required; "
+        "message: Field required": 1,
+        "body is not valid JSON (Expecting property name enclosed in double quotes at "
+        "position 1)": 1,
+        "message is blank": 1,
+    }
+    assert inspection.by_age == {"< 1 h": 5}
+    assert len({message_id for message_id, _, _ in inspection.ids}) == 5
+    # Released at once: a second look sees all five again.
+    assert (await dlq.inspect(queue)).total == 5
+
+
+async def test_redrive_moves_exactly_the_retry_exhausted_and_deletes_after_sending(
+    stack: Stack,
+) -> None:
+    queue = await dead_letter_queue_with_both_kinds(stack)
+    converse = SqsQueue(stack.clients.sqs, stack.env["CONVERSE_QUEUE_URL"])
+    result = await dlq.redrive(queue, converse, include_rejected=False, per_second=100)
+    assert (result.sent, result.skipped_rejected, result.failed) == (2, 3, 0)
+    moved = await stack.drain("CONVERSE_QUEUE_URL")
+    assert sorted(body_of(m)["command_id"] for m in moved) == ["c-exhausted-1", "c-exhausted-2"]
+    left = await dlq.inspect(queue)
+    assert left.total == 3 and dlq.RETRY_EXHAUSTED not in left.by_reason
+
+
+async def test_a_redriven_command_that_was_served_is_not_forwarded_twice(stack: Stack) -> None:
+    """GIVEN a command the worker served, WHEN a copy of it sits in the dead-letter queue
+    (a duplicate delivery that ran out of receives) and is redriven, THEN the worker deletes
+    it as a duplicate: the model queue holds the one prompt of the first delivery."""
+    await stack.seed("matter-d", exchanges(2))
+    await stack.send_raw(command_body("c-served"))
+    url = await stack.dead_letter_url()
+    converse = SqsQueue(stack.clients.sqs, stack.env["CONVERSE_QUEUE_URL"])
+    with captured_logs() as logs:
+        async with running_worker(stack.settings()):
+            [first] = await stack.drain("MODEL_QUEUE_URL", expect=1)
+            await stack.clients.sqs.send_message(QueueUrl=url, MessageBody=command_body("c-served"))
+            result = await dlq.redrive(
+                SqsQueue(stack.clients.sqs, url), converse, include_rejected=False, per_second=50
+            )
+            assert result.sent == 1
+            while not [e for e in logs if e["event"] == "clerk.converse_command_duplicate"]:
+                await asyncio.sleep(0.1)
+        again = await stack.drain("MODEL_QUEUE_URL", within=2)
+    assert body_of(first)["command_id"] == "c-served"
+    assert again == []
+    assert await depth(stack, url) == 0
+    assert await depth(stack, stack.env["CONVERSE_QUEUE_URL"]) == 0
+
+
+def run_cli(stack: Stack, *args: str) -> subprocess.CompletedProcess[str]:
+    env = stack.process_env()
+    return subprocess.run(
+        [*WORKER, *args], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+async def test_the_cli_inspects_and_redrives_without_printing_a_body(stack: Stack) -> None:
+    await dead_letter_queue_with_both_kinds(stack)
+    inspected = await asyncio.to_thread(run_cli, stack, "dlq", "inspect", "--ids")
+    assert inspected.returncode == 0, inspected.stderr
+    assert inspected.stdout.startswith("5 message(s) in the dead-letter queue\n")
+    assert "       2  (retry exhausted: no RejectionReason)" in inspected.stdout
+    assert inspected.stdout.count("< 1 h") == 6  # the age line and each of the five ids
+    everything = await asyncio.to_thread(run_cli, stack, "dlq", "redrive", "--include-rejected")
+    assert everything.returncode == 0, everything.stderr
+    # moto has no StartMessageMoveTask: the tool falls back to its own loop.
+    assert "redriven 5 to the converse queue (receive, send, delete)" in everything.stdout
+    for output in (inspected, everything):
+        assert "PRIVILEGED" not in output.stdout + output.stderr
+        assert "{not json" not in output.stdout + output.stderr
+    assert len(await stack.drain("CONVERSE_QUEUE_URL")) == 5
+
+
+async def test_worker_send_puts_one_command_on_the_converse_queue(stack: Stack) -> None:
+    sent = await asyncio.to_thread(
+        run_cli, stack, "send", "--conversation", "matter-1187", "Can the buyer terminate?"
+    )
+    assert sent.returncode == 0, sent.stderr
+    [message] = await stack.drain("CONVERSE_QUEUE_URL")
+    command = body_of(message)
+    assert sent.stdout.strip() == f"sent {command['command_id']} on matter-1187"
+    assert command["type"] == "converse"
+    assert command["conversation_id"] == "matter-1187"
+    assert command["message"] == "Can the buyer terminate?"
+
+
+def test_worker_send_without_a_queue_says_so_in_one_line() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "CONVERSE_QUEUE_URL"}
+    result = subprocess.run(
+        [*WORKER, "send", "--conversation", "m", "q"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert result.stderr == "worker: CONVERSE_QUEUE_URL: Field required\n"
