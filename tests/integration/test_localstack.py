@@ -1,7 +1,7 @@
 """The worker against a second, independent SQS and S3: LocalStack's, run on the host.
 
-LocalStack's runtime needs Python 3.13 (`make localstack-host` installs it into
-.localstack/venv); without it the test is skipped and says so. Its DynamoDB would need a
+`make localstack-host` installs localstack-core 4.7.0 into .localstack/venv (CI does);
+without it the tests are skipped and say so. Its DynamoDB would need a
 download at start-up, so the history table stays on moto (AWS_ENDPOINT_URL_DYNAMODB).
 Everything listens on 127.0.0.1: LocalStack only honours GATEWAY_LISTEN with hypercorn.
 """
@@ -21,7 +21,7 @@ import pytest
 
 from tests.integration.conftest import CREDENTIALS, Stack, body_of, exchanges, running_worker
 from worker.bootstrap import Resources, create_resources
-from worker.payloads import SIZE_ATTRIBUTE
+from worker.payloads import SIZE_ATTRIBUTE, pointer_body
 from worker.runtime import aws_clients
 
 pytestmark = pytest.mark.integration
@@ -39,7 +39,7 @@ def free_port() -> int:
 @pytest.fixture(scope="module")
 def localstack_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if not LOCALSTACK_PYTHON.exists():
-        pytest.skip("LocalStack on the host needs Python 3.13: run `make localstack-host`")
+        pytest.skip("LocalStack on the host is not installed: run `make localstack-host`")
     port = free_port()
     root = tmp_path_factory.mktemp("localstack")
     env = {
@@ -104,7 +104,21 @@ async def test_the_worker_serves_through_localstacks_sqs_and_s3(
         stack = Stack(endpoint=localstack_endpoint, env=env, clients=clients, resources=resources)
         await stack.seed("matter-ls", exchanges(20), folded_through=0)
         pasted = "Clause 14.2: either party may terminate on notice. " * 12_000  # ~600 KB
-        await stack.send_command(command_id="c-ls", conversation_id="matter-ls", message=pasted)
+        # Over SQS's 256 KiB in LocalStack 4.7: sent as the Extended Client sends it.
+        command = json.dumps(
+            {"type": "converse", "command_id": "c-ls", "conversation_id": "matter-ls",
+             "message": pasted}
+        )  # fmt: skip
+        await clients.s3.put_object(
+            Bucket=env["PAYLOAD_BUCKET"], Key="inbound/c-ls.json", Body=command.encode()
+        )
+        await clients.sqs.send_message(
+            QueueUrl=env["CONVERSE_QUEUE_URL"],
+            MessageBody=pointer_body(env["PAYLOAD_BUCKET"], "inbound/c-ls.json"),
+            MessageAttributes={
+                SIZE_ATTRIBUTE: {"DataType": "Number", "StringValue": str(len(command))}
+            },
+        )
         await stack.send_raw("[1, 2")
         async with running_worker(stack.settings()):
             [prompt] = await stack.drain("MODEL_QUEUE_URL", expect=1, within=30)
