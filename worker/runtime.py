@@ -16,11 +16,11 @@ from worker.adapters.dynamodb import DynamoCommandLedger, DynamoHistoryStore
 from worker.adapters.s3 import S3ObjectStore
 from worker.adapters.sqs import BatchingSender, QueueDescription, SqsQueue
 from worker.consumer import Consumer, ConsumerPolicy, _backoff, _sleep_unless
-from worker.errors import StoreUnavailable
+from worker.errors import ConfigError, StoreUnavailable
 from worker.logs import get_logger
 from worker.payloads import OffloadingSender
 from worker.ports import MessageSender
-from worker.settings import ConfigError, Settings
+from worker.settings import Settings
 from worker.stage import ConverseStage
 
 log = get_logger()

@@ -8,6 +8,7 @@ from typing import Literal, Self
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from worker.errors import ConfigError
 from worker.memory import FoldLimits, WindowLimits
 
 
@@ -92,10 +93,6 @@ class Settings(BaseSettings):
     def history_page_size(self) -> int:
         """Items one Query reads: the state item and one message more than the window holds."""
         return self.history_window_max_messages + 2
-
-
-class ConfigError(Exception):
-    """The environment does not describe a valid stage; the message is one line."""
 
 
 def load_settings() -> Settings:
