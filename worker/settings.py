@@ -10,6 +10,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from worker.errors import ConfigError
 from worker.memory import FoldLimits, WindowLimits
+from worker.policy import ConsumerPolicy
 
 
 class Settings(BaseSettings):
@@ -87,6 +88,18 @@ class Settings(BaseSettings):
             fold_min_tokens=self.memory_fold_min_tokens,
             window_max_messages=self.history_window_max_messages,
             retry_after=timedelta(seconds=self.compaction_retry_seconds),
+        )
+
+    def consumer_policy(self, *, visibility_timeout: int) -> ConsumerPolicy:
+        """The consumer's knobs, with the converse queue's visibility timeout."""
+        return ConsumerPolicy(
+            concurrency=self.worker_concurrency,
+            wait_seconds=self.receive_wait_seconds,
+            grace_seconds=self.shutdown_grace_seconds,
+            visibility_timeout=visibility_timeout,
+            retry_base_seconds=self.retry_base_seconds,
+            retry_max_seconds=self.retry_max_seconds,
+            lease_max_seconds=self.lease_max_seconds,
         )
 
     @property
