@@ -6,6 +6,7 @@ hands it the command, and the command stays invisible for a whole visibility tim
 
     .venv/bin/python -m bench.scale_in              # RECEIVE_WAIT_SECONDS=20, as deployed
     .venv/bin/python -m bench.scale_in --wait 5
+    .venv/bin/python -m bench.scale_in --during     # sent while the first worker stops
 
 It starts its own moto server on 127.0.0.1 (which parks long polls as SQS does) and prints
 one JSON line: the first worker's stop time, the command's wait, its receive count.
@@ -53,7 +54,12 @@ async def forwarded(process: asyncio.subprocess.Process, within: float) -> dict[
     raise RuntimeError("worker exited before forwarding")
 
 
-async def measure(servers: Servers, wait: int, idle: float) -> dict[str, Any]:
+async def exit_time(process: asyncio.subprocess.Process) -> float:
+    await process.wait()
+    return time.perf_counter()
+
+
+async def measure(servers: Servers, wait: int, idle: float, during: bool) -> dict[str, Any]:
     os.environ.update(servers.environ())
     async with aws_clients() as clients:
         env = await create_resources(
@@ -64,9 +70,9 @@ async def measure(servers: Servers, wait: int, idle: float) -> dict[str, Any]:
         await asyncio.sleep(idle)  # parked on its long poll
         stopped_at = time.perf_counter()
         first.send_signal(signal.SIGTERM)
-        await first.wait()
-        stop_seconds = time.perf_counter() - stopped_at
-
+        exited = asyncio.ensure_future(exit_time(first))
+        if not during:
+            await exited
         command = {"type": "converse", "command_id": "c-1", "conversation_id": "m-1"}
         await clients.sqs.send_message(
             QueueUrl=env["CONVERSE_QUEUE_URL"],
@@ -80,7 +86,9 @@ async def measure(servers: Servers, wait: int, idle: float) -> dict[str, Any]:
         finally:
             second.send_signal(signal.SIGTERM)
             await second.wait()
+        stop_seconds = await exited - stopped_at
     return {
+        "sent": "while the first worker stops" if during else "after it exited",
         "receive_wait_seconds": wait,
         "first_worker_stop_seconds": round(stop_seconds, 1),
         "command_served_after_seconds": round(served_seconds, 1),
@@ -93,9 +101,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--wait", type=int, default=20, help="RECEIVE_WAIT_SECONDS")
     parser.add_argument("--idle", type=float, default=2.0, help="seconds idle before SIGTERM")
+    parser.add_argument(
+        "--during", action="store_true", help="send the command while the first worker stops"
+    )
     args = parser.parse_args(argv)
     with local_servers(dynalite=False) as servers:
-        result = asyncio.run(measure(servers, args.wait, args.idle))
+        result = asyncio.run(measure(servers, args.wait, args.idle, args.during))
     print(json.dumps(result))
     return 0
 
