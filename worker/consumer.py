@@ -206,7 +206,7 @@ class Consumer:
         )
         if not unfinished:
             return
-        abandoned = [self._in_flight[task] for task in unfinished if task in self._in_flight]
+        abandoned = [message for task, message in self._in_flight.items() if task in unfinished]
         for task in unfinished:
             task.cancel()
         await asyncio.wait(unfinished)
