@@ -12,7 +12,8 @@ from typing import Any
 import aioboto3
 from aiobotocore.config import AioConfig
 
-from worker.adapters.dynamodb import DynamoCommandLedger, DynamoHistoryStore
+from worker.adapters.dynamodb import DynamoHistoryStore
+from worker.adapters.ledger import DynamoCommandLedger
 from worker.adapters.s3 import S3ObjectStore
 from worker.adapters.sqs import BatchingSender, QueueDescription, SqsQueue
 from worker.consumer import Consumer
