@@ -50,7 +50,7 @@ class SqsQueue:
                 MessageSystemAttributeNames=["ApproximateReceiveCount"],
                 MessageAttributeNames=["All"],
             )
-        return [_received(raw) for raw in response.get("Messages", [])]
+        return [received_message(raw) for raw in response.get("Messages", [])]
 
     async def delete_batch(self, messages: Sequence[ReceivedMessage]) -> list[DeleteFailure]:
         if not messages:
@@ -198,7 +198,8 @@ def _attribute_value(value: str | int) -> dict[str, str]:
     return {"DataType": "String", "StringValue": value}
 
 
-def _received(raw: Mapping[str, Any]) -> ReceivedMessage:
+def received_message(raw: Mapping[str, Any]) -> ReceivedMessage:
+    """A ReceiveMessage entry as the stage sees it."""
     system = raw.get("Attributes", {})
     attributes = {
         name: str(value.get("StringValue", ""))
