@@ -35,6 +35,8 @@ integration: install
 bench: install
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
 	$(BIN)/python -m bench.run_all
+	# The fault tests' figures (kill -9, outage): duplicates and losses per run.
+	$(BIN)/pytest -q -p no:cacheprovider tests/integration/test_reliability.py --reliability-figures
 
 # LocalStack's own SQS and S3 on the host (no Docker), for the second-implementation smoke
 # test. Its runtime needs Python 3.13; without one the test is skipped and says why.

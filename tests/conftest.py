@@ -6,8 +6,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import pytest
 import structlog
 from structlog.testing import LogCapture
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--reliability-figures",
+        action="store_true",
+        help="print what the fault tests measured (make bench runs them with it)",
+    )
 
 
 @contextmanager
