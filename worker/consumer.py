@@ -112,7 +112,7 @@ class Consumer:
         receive_failures = 0
         while not stopping.is_set():
             if self._policy.concurrency - len(self._in_flight) < self._batch and self._in_flight:
-                await first_done(self._clock, *self._in_flight, event=stopping)
+                await first_done(*self._in_flight, event=stopping)
                 continue
             if self._failure_streak:  # once per receive, not per slot freed
                 pause = FAILURE_PAUSE.delay(self._failure_streak, self._jitter)
@@ -137,7 +137,7 @@ class Consumer:
         started = self._clock.monotonic()
         poll = asyncio.ensure_future(self._source.receive(max_messages, self._policy.wait_seconds))
         try:
-            await first_done(self._clock, poll, event=stopping)
+            await first_done(poll, event=stopping)
         except BaseException:
             self._hand_over(poll, started)
             raise

@@ -8,9 +8,11 @@ production it is :class:`LoopClock`, the event loop's own monotonic clock.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import random
 from collections.abc import Callable, Collection
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -30,6 +32,11 @@ class Clock(Protocol):
 
     async def sleep(self, seconds: float) -> None: ...
 
+    def timeout(self, seconds: float) -> AbstractAsyncContextManager[object]:
+        """Like ``asyncio.timeout``: the block is cancelled, and ``TimeoutError`` raised
+        from it, once ``seconds`` have passed on this clock."""
+        ...
+
 
 class LoopClock:
     """The running event loop's clock."""
@@ -39,6 +46,9 @@ class LoopClock:
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
+
+    def timeout(self, seconds: float) -> asyncio.Timeout:
+        return asyncio.timeout(seconds)
 
 
 def full_jitter(low: float, high: float) -> float:
@@ -63,42 +73,32 @@ class Backoff:
         return jitter(ceiling / 2, ceiling)
 
 
-async def first_done(
-    clock: Clock,
-    *futures: asyncio.Future[Any],
-    event: asyncio.Event | None = None,
-    seconds: float | None = None,
-) -> None:
-    """Return as soon as one of ``futures`` is done, ``event`` is set, or ``seconds`` have
-    passed on ``clock``. The futures are left as they are (never cancelled here)."""
-    helpers: list[asyncio.Future[Any]] = []
-    if event is not None:
-        if event.is_set():
-            return
-        helpers.append(asyncio.ensure_future(event.wait()))
-    if seconds is not None:
-        helpers.append(asyncio.ensure_future(clock.sleep(max(0.0, seconds))))
-    if not futures and not helpers:
+async def first_done(*futures: asyncio.Future[Any], event: asyncio.Event) -> None:
+    """Return as soon as one of ``futures`` is done or ``event`` is set. The futures are
+    left as they are (never cancelled here)."""
+    if event.is_set():
         return
+    setting = asyncio.ensure_future(event.wait())
     try:
-        await asyncio.wait({*futures, *helpers}, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait({*futures, setting}, return_when=asyncio.FIRST_COMPLETED)
     finally:
-        for helper in helpers:
-            helper.cancel()
+        setting.cancel()
 
 
 async def sleep_unless(clock: Clock, event: asyncio.Event, seconds: float) -> bool:
     """Sleep ``seconds`` on ``clock``, or less if ``event`` is set first; True if it was."""
-    await first_done(clock, event=event, seconds=seconds)
+    if not event.is_set():
+        with contextlib.suppress(TimeoutError):  # the clock's own timeout, never a cancel
+            async with clock.timeout(seconds):
+                await event.wait()
     return event.is_set()
 
 
 async def wait_all_within(clock: Clock, futures: Collection[F], seconds: float) -> set[F]:
-    """Wait until every future is done or ``seconds`` pass; returns those still pending."""
+    """Wait until every future is done or ``seconds`` pass; returns those still pending.
+    The futures themselves are never cancelled here."""
     if futures:
-        every = asyncio.ensure_future(asyncio.wait(futures))
-        try:
-            await first_done(clock, every, seconds=seconds)
-        finally:
-            every.cancel()  # stops waiting; the futures themselves are untouched
+        with contextlib.suppress(TimeoutError):
+            async with clock.timeout(seconds):
+                await asyncio.wait(futures)
     return {future for future in futures if not future.done()}

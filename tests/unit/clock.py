@@ -10,8 +10,10 @@ run of a test is the same run, so tests can assert exact times, delays and batch
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 import itertools
+from collections.abc import AsyncIterator
 from typing import Any
 
 #: Passes of the event loop ``settle`` allows before it calls the system livelocked.
@@ -53,9 +55,32 @@ class FakeClock:
         if seconds <= 0:
             await one_pass()
             return
+        await self._wake_after(seconds)
+
+    @contextlib.asynccontextmanager
+    async def timeout(self, seconds: float) -> AsyncIterator[None]:
+        """``asyncio.timeout`` on virtual time: at the deadline the real timeout is moved
+        to "now" (``Timeout.reschedule``), and asyncio cancels the block as it always does."""
+        loop = asyncio.get_running_loop()
+        inside = True
+
+        def expire(waker: asyncio.Future[None]) -> None:
+            if inside and not waker.cancelled():
+                deadline.reschedule(loop.time())
+
+        async with asyncio.timeout(None) as deadline:
+            waker = self._wake_after(max(0.0, seconds))
+            waker.add_done_callback(expire)
+            try:
+                yield
+            finally:
+                inside = False
+                waker.cancel()
+
+    def _wake_after(self, seconds: float) -> asyncio.Future[None]:
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         heapq.heappush(self._sleepers, (self.now + seconds, next(self._order), future))
-        await future
+        return future
 
     async def advance(self, seconds: float) -> None:
         """Move time forward by ``seconds``, waking each sleeper at its own deadline."""
