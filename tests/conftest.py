@@ -10,6 +10,19 @@ import pytest
 import structlog
 from structlog.testing import LogCapture
 
+from worker.settings import Settings
+
+
+def settings(**overrides: Any) -> Settings:
+    """Settings with placeholder resources: the defaults, changed only where a test says."""
+    return Settings(
+        converse_queue_url="http://127.0.0.1:1/q/converse",
+        model_queue_url="http://127.0.0.1:1/q/model",
+        compaction_queue_url="http://127.0.0.1:1/q/compaction",
+        history_table="history",
+        **overrides,
+    )
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(

@@ -11,14 +11,13 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import captured_logs
+from tests.conftest import captured_logs, settings
 from tests.unit.clock import FakeClock
 from worker.consumer import Consumer
 from worker.errors import StoreUnavailable
 from worker.outcomes import Done, Outcome, Rejected, Retry
 from worker.policy import ConsumerPolicy
 from worker.ports import DeleteFailure, ReceivedMessage
-from worker.settings import Settings
 
 
 def highest(low: float, high: float) -> float:
@@ -32,14 +31,7 @@ def lowest(low: float, high: float) -> float:
 
 def policy(*, visibility_timeout: int = 30, **overrides: Any) -> ConsumerPolicy:
     """The policy the worker runs with (Settings' defaults), changed only where a test says."""
-    settings = Settings(
-        converse_queue_url="http://127.0.0.1:1/q/converse",
-        model_queue_url="http://127.0.0.1:1/q/model",
-        compaction_queue_url="http://127.0.0.1:1/q/compaction",
-        history_table="history",
-        **overrides,
-    )
-    return settings.consumer_policy(visibility_timeout=visibility_timeout)
+    return settings(**overrides).consumer_policy(visibility_timeout=visibility_timeout)
 
 
 @dataclass

@@ -12,12 +12,11 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import captured_logs
+from tests.conftest import captured_logs, settings
 from worker.errors import StoreUnavailable
 from worker.memory import FoldState, HistoryMessage
 from worker.outcomes import Done, Rejected, Retry
 from worker.ports import CommandClaim, HistoryPage, ReceivedMessage
-from worker.settings import Settings
 from worker.stage import FINISH_RETRY_DELAYS, ConverseStage
 
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
@@ -141,19 +140,13 @@ class Turn:
         async def sleep(seconds: float) -> None:
             self.slept.append(seconds)
 
-        settings = Settings(
-            converse_queue_url="http://127.0.0.1:1/q/converse",
-            model_queue_url="http://127.0.0.1:1/q/model",
-            compaction_queue_url="http://127.0.0.1:1/q/compaction",
-            history_table="history",
-        )
         self.stage = ConverseStage(
             history=self.history,
             ledger=self.ledger,
             model_queue=self.model_queue,
             compaction_queue=MemoryQueue(),
             objects=NoObjects(),
-            settings=settings,
+            settings=settings(),
             lease=LEASE,
             clock=lambda: NOW,
             sleep=sleep,
