@@ -35,6 +35,8 @@ integration: install
 bench: install
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
 	$(BIN)/python -m bench.run_all
+	# The fault tests' figures (kill -9, outage): duplicates and losses per run.
+	$(BIN)/pytest -q -p no:cacheprovider tests/integration/test_reliability.py --reliability-figures
 
 # LocalStack's own SQS and S3 on the host (no Docker), for the second-implementation tests.
 # localstack-core 4.7.0 is the newest line whose SQS runs on Python 3.11 (4.14 declares 3.10

@@ -6,8 +6,30 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import pytest
 import structlog
 from structlog.testing import LogCapture
+
+from worker.settings import Settings
+
+
+def settings(**overrides: Any) -> Settings:
+    """Settings with placeholder resources: the defaults, changed only where a test says."""
+    return Settings(
+        converse_queue_url="http://127.0.0.1:1/q/converse",
+        model_queue_url="http://127.0.0.1:1/q/model",
+        compaction_queue_url="http://127.0.0.1:1/q/compaction",
+        history_table="history",
+        **overrides,
+    )
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--reliability-figures",
+        action="store_true",
+        help="print what the fault tests measured (make bench runs them with it)",
+    )
 
 
 @contextmanager

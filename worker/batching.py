@@ -9,22 +9,37 @@ stream of items leaves in full batches, where a fixed linger from the first item
 cut the stream into halves and thirds of batches (the turns of one received batch
 reach their sends a few milliseconds apart, not at once). One flush is in flight at a
 time: what arrives meanwhile waits and leaves in the next batch.
+
 Closing queues a marker behind the last item, so everything submitted before it is
-flushed; the batcher is never cancelled mid-batch. (Cancelling a task parked in
-``wait_for`` can lose the cancellation on Python 3.11; a marker has no such race.)
+flushed; the batcher is never cancelled mid-batch.
+
+The batcher's task lives as long as the process, so it starts in an empty contextvars
+context (not the log context of whichever turn submitted first), and nothing ends it
+but :meth:`Batcher.close`: a failure of ``flush`` goes to the batch's callers, and any
+other exception fails the batch, is logged by type, and the task carries on after a
+backoff.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
+from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
+
+from worker.logs import get_logger
+from worker.timing import Backoff, Clock, LoopClock, sleep_unless
 
 T = TypeVar("T")
 R = TypeVar("R")
 
+log = get_logger()
+
 #: SendMessageBatch, DeleteMessageBatch and ChangeMessageVisibilityBatch take ten entries.
 MAX_BATCH = 10
+#: After an unexpected failure of the batcher itself, before the next batch.
+FAILURE_BACKOFF = Backoff(base=0.1, cap=5.0)
 
 
 class _Close:
@@ -42,6 +57,7 @@ class Batcher(Generic[T, R]):
         max_bytes: int | None = None,
         size: Callable[[T], int] = lambda _: 0,
         name: str = "batcher",
+        clock: Clock | None = None,
     ) -> None:
         self._flush = flush
         self._linger = linger
@@ -50,71 +66,108 @@ class Batcher(Generic[T, R]):
         self._max_bytes = max_bytes
         self._size = size
         self._name = name
-        self._queue: asyncio.Queue[tuple[T, asyncio.Future[R]] | _Close] = asyncio.Queue()
+        self._clock = clock or LoopClock()
+        self._queue: deque[tuple[T, asyncio.Future[R]] | _Close] = deque()
+        self._arrived = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._carry: tuple[T, asyncio.Future[R]] | None = None
 
     def submit(self, item: T) -> asyncio.Future[R]:
         """Queue ``item``; the future resolves with its result once its batch is sent."""
         if self._task is None:
-            self._task = asyncio.create_task(self._run(), name=self._name)
+            self._task = asyncio.create_task(
+                self._run(), name=self._name, context=contextvars.Context()
+            )
         future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
-        self._queue.put_nowait((item, future))
+        self._put((item, future))
         return future
 
     async def close(self) -> None:
         """Flush everything submitted so far, then stop."""
         if self._task is not None:
-            self._queue.put_nowait(_Close())
+            self._put(_Close())
             await self._task
             self._task = None
 
+    def _put(self, entry: tuple[T, asyncio.Future[R]] | _Close) -> None:
+        self._queue.append(entry)
+        self._arrived.set()
+
+    async def _next(self, wait: float | None) -> tuple[T, asyncio.Future[R]] | _Close | None:
+        """The next entry, waiting up to ``wait`` seconds (None: for ever) for one."""
+        if not self._queue:
+            self._arrived.clear()
+            if wait is None:
+                await self._arrived.wait()
+            elif wait <= 0 or not await sleep_unless(self._clock, self._arrived, wait):
+                return None
+        return self._queue.popleft()
+
     async def _run(self) -> None:
+        failures = 0
         closing = False
         while not closing or self._carry is not None:
-            if self._carry is not None:
-                first, self._carry = self._carry, None
-            else:
-                got = await self._queue.get()
-                if isinstance(got, _Close):
-                    return
-                first = got
-            batch = [first]
-            used = self._size(first[0])
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + self._max_linger
-            while len(batch) < self._max_items and not closing:
-                if not self._queue.empty():
-                    got = self._queue.get_nowait()
-                else:
-                    wait = min(self._linger, deadline - loop.time())
-                    if wait <= 0:
-                        break
-                    try:
-                        async with asyncio.timeout(wait):
-                            got = await self._queue.get()
-                    except TimeoutError:
-                        break
-                if isinstance(got, _Close):
-                    closing = True
-                    break
-                extra = self._size(got[0])
-                if self._max_bytes is not None and used + extra > self._max_bytes:
-                    self._carry = got
-                    break
-                batch.append(got)
-                used += extra
-            await self._send(batch)
+            batch: list[tuple[T, asyncio.Future[R]]] = []
+            try:
+                closing = await self._collect(batch, closing)
+                if batch:
+                    await self._send(batch)
+                failures = 0
+            except Exception as exc:
+                failures += 1
+                log.error(
+                    "clerk.converse_batcher_failed",
+                    batcher=self._name,
+                    error_type=type(exc).__name__,
+                    count=len(batch),
+                )
+                _settle(batch, [exc] * len(batch))
+                await self._clock.sleep(FAILURE_BACKOFF.ceiling(failures))
+
+    async def _collect(self, batch: list[tuple[T, asyncio.Future[R]]], closing: bool) -> bool:
+        """Fill ``batch``; returns whether the close marker was reached."""
+        if self._carry is not None:
+            first, self._carry = self._carry, None
+        elif closing:
+            return True
+        else:
+            got = await self._next(None)
+            if isinstance(got, _Close) or got is None:
+                return True
+            first = got
+        batch.append(first)
+        used = self._size(first[0])
+        deadline = self._clock.monotonic() + self._max_linger
+        while len(batch) < self._max_items and not closing:
+            got = await self._next(min(self._linger, deadline - self._clock.monotonic()))
+            if got is None:
+                return False
+            if isinstance(got, _Close):
+                return True
+            batch.append(got)  # before sizing it: a failure of size() fails it with the batch
+            used += self._size(got[0])
+            if self._max_bytes is not None and used > self._max_bytes:
+                self._carry = batch.pop()
+                return False
+        return closing
 
     async def _send(self, batch: list[tuple[T, asyncio.Future[R]]]) -> None:
         try:
-            results = await self._flush([item for item, _ in batch])
-        except Exception as exc:
+            results = list(await self._flush([item for item, _ in batch]))
+        except Exception as exc:  # the callers' to handle, as each entry's own failure is
             results = [exc] * len(batch)
-        for (_, future), result in zip(batch, results, strict=True):
-            if future.done():  # its awaiter was cancelled
-                continue
-            if isinstance(result, BaseException):
-                future.set_exception(result)
-            else:
-                future.set_result(result)
+        if len(results) != len(batch):
+            raise ValueError(f"{self._name}: {len(results)} results for {len(batch)} items")
+        _settle(batch, results)
+
+
+def _settle(
+    batch: Sequence[tuple[object, asyncio.Future[R]]], results: Sequence[R | BaseException]
+) -> None:
+    for (_, future), result in zip(batch, results, strict=True):
+        if future.done():  # its awaiter was cancelled
+            continue
+        if isinstance(result, BaseException):
+            future.set_exception(result)
+        else:
+            future.set_result(result)

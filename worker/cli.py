@@ -10,9 +10,9 @@ import sys
 from collections.abc import Sequence
 
 from worker.bootstrap import Resources, create_resources
-from worker.errors import StoreUnavailable
+from worker.errors import ConfigError, StoreUnavailable
 from worker.logs import configure_logging
-from worker.settings import ConfigError, load_settings
+from worker.settings import load_settings
 
 EXIT_CONFIG = 2
 

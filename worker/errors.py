@@ -3,13 +3,16 @@
 ::
 
     WorkerError
+     ├── ConfigError          the deployment is wrong: the worker refuses to start (exit 2)
+     ├── ObjectMissing        a payload pointer names no object (the reader rejects the command)
      ├── RejectedCommand      the command can never be served: to the DLQ with the reason, at once
      └── RetryableError       the command may succeed later: back to the queue, with backoff
           ├── StoreUnavailable       DynamoDB/SQS/S3 throttled, timed out, 5xx or unreachable
           └── PayloadTooLarge        a payload above the inline limit and no PAYLOAD_BUCKET
 
 Adapters translate botocore errors at the boundary (``raise … from exc``); no botocore
-type leaves them. Messages never carry message content, summaries or command bodies.
+type leaves them. Anything else that escapes is a defect: the loops log its type and
+carry on. Messages never carry message content, summaries or command bodies.
 """
 
 from __future__ import annotations
@@ -17,6 +20,14 @@ from __future__ import annotations
 
 class WorkerError(Exception):
     """Base of every error the stage raises on purpose."""
+
+
+class ConfigError(WorkerError):
+    """The environment or the queue does not describe a valid stage; the message is one line."""
+
+
+class ObjectMissing(WorkerError):
+    """The object a pointer names is not in the bucket (raised by ``ObjectStore.get``)."""
 
 
 class RejectedCommand(WorkerError):

@@ -12,6 +12,8 @@ from typing import Literal
 
 import structlog
 
+from worker.errors import WorkerError
+
 
 def configure_logging(log_format: Literal["json", "console"] = "json") -> None:
     renderer: structlog.types.Processor = (
@@ -38,3 +40,13 @@ def configure_logging(log_format: Literal["json", "console"] = "json") -> None:
 
 def get_logger() -> structlog.stdlib.BoundLogger:
     return structlog.get_logger("worker")  # type: ignore[no-any-return]
+
+
+def log_failure(event: str, exc: BaseException, **fields: object) -> None:
+    """Log a caught exception: always its type; its text only for the stage's own errors,
+    whose messages are written never to carry content. Anything else (a library's
+    exception can quote a request) is a defect, logged as an error, by type alone."""
+    if isinstance(exc, WorkerError):
+        get_logger().warning(event, error_type=type(exc).__name__, error=str(exc), **fields)
+    else:
+        get_logger().error(event, error_type=type(exc).__name__, **fields)

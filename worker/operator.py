@@ -15,8 +15,8 @@ from datetime import UTC, datetime
 from worker import dlq
 from worker.adapters.sqs import SqsQueue
 from worker.adapters.sqs_admin import QueueAdmin
+from worker.errors import ConfigError
 from worker.runtime import aws_clients
-from worker.settings import ConfigError
 
 
 def converse_queue_url() -> str:

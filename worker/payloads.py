@@ -16,8 +16,8 @@ import hashlib
 import json
 from collections.abc import Mapping
 
-from worker.errors import PayloadTooLarge, RejectedCommand
-from worker.ports import MessageSender, ObjectMissing, ObjectStore, ReceivedMessage
+from worker.errors import ObjectMissing, PayloadTooLarge, RejectedCommand
+from worker.ports import MessageSender, ObjectStore, ReceivedMessage
 
 POINTER_CLASS = "software.amazon.payloadoffloading.PayloadS3Pointer"
 LEGACY_POINTER_CLASS = "com.amazon.sqs.javamessaging.MessageS3Pointer"

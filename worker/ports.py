@@ -74,17 +74,13 @@ class CommandLedger(Protocol):
     async def abandon(self, conversation_id: str, command_id: str, *, owner: str) -> None: ...
 
 
-class ObjectMissing(Exception):
-    """The object a pointer names is not in the bucket (raised by ObjectStore.get)."""
-
-
 class ObjectStore(Protocol):
     async def put(self, bucket: str, key: str, data: bytes) -> None:
         """Write ``data`` as ``application/json``, encrypted at rest."""
         ...
 
     async def get(self, bucket: str, key: str) -> bytes:
-        """Read an object; raises :class:`ObjectMissing` when it is not there."""
+        """Read an object; raises :class:`~worker.errors.ObjectMissing` when it is not there."""
         ...
 
 

@@ -12,16 +12,19 @@ from typing import Any
 import aioboto3
 from aiobotocore.config import AioConfig
 
-from worker.adapters.dynamodb import DynamoCommandLedger, DynamoHistoryStore
+from worker.adapters.dynamodb import DynamoHistoryStore
+from worker.adapters.ledger import DynamoCommandLedger
 from worker.adapters.s3 import S3ObjectStore
 from worker.adapters.sqs import BatchingSender, QueueDescription, SqsQueue
-from worker.consumer import Consumer, ConsumerPolicy, _backoff, _sleep_unless
-from worker.errors import StoreUnavailable
+from worker.consumer import Consumer
+from worker.errors import ConfigError, StoreUnavailable
 from worker.logs import get_logger
 from worker.payloads import OffloadingSender
+from worker.policy import RECEIVE_BACKOFF
 from worker.ports import MessageSender
-from worker.settings import ConfigError, Settings
+from worker.settings import Settings
 from worker.stage import ConverseStage
+from worker.timing import LoopClock, sleep_unless
 
 log = get_logger()
 
@@ -74,7 +77,7 @@ async def describe_converse_queue(
         except StoreUnavailable as exc:
             failures += 1
             log.warning("clerk.converse_startup_retry", error=str(exc))
-            await _sleep_unless(stopping, _backoff(failures))
+            await sleep_unless(LoopClock(), stopping, RECEIVE_BACKOFF.delay(failures))
             continue
         if description.dead_letter is None:
             raise ConfigError(
@@ -141,7 +144,7 @@ async def run_worker(settings: Settings, stopping: asyncio.Event) -> None:
             source=converse,
             stage=stage,
             dead_letters=offloading(description.dead_letter, clients, settings),
-            policy=ConsumerPolicy.from_settings(settings, visibility_timeout=visibility),
+            policy=settings.consumer_policy(visibility_timeout=visibility),
         )
         try:
             await consumer.run(stopping)

@@ -8,7 +8,9 @@ from typing import Literal, Self
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from worker.errors import ConfigError
 from worker.memory import FoldLimits, WindowLimits
+from worker.policy import ConsumerPolicy
 
 
 class Settings(BaseSettings):
@@ -88,14 +90,22 @@ class Settings(BaseSettings):
             retry_after=timedelta(seconds=self.compaction_retry_seconds),
         )
 
+    def consumer_policy(self, *, visibility_timeout: int) -> ConsumerPolicy:
+        """The consumer's knobs, with the converse queue's visibility timeout."""
+        return ConsumerPolicy(
+            concurrency=self.worker_concurrency,
+            wait_seconds=self.receive_wait_seconds,
+            grace_seconds=self.shutdown_grace_seconds,
+            visibility_timeout=visibility_timeout,
+            retry_base_seconds=self.retry_base_seconds,
+            retry_max_seconds=self.retry_max_seconds,
+            lease_max_seconds=self.lease_max_seconds,
+        )
+
     @property
     def history_page_size(self) -> int:
         """Items one Query reads: the state item and one message more than the window holds."""
         return self.history_window_max_messages + 2
-
-
-class ConfigError(Exception):
-    """The environment does not describe a valid stage; the message is one line."""
 
 
 def load_settings() -> Settings:

@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
@@ -28,6 +28,7 @@ from worker.errors import RejectedCommand, RetryableError
 from worker.logs import get_logger
 from worker.memory import bound_history, fold_gap, render_converse
 from worker.memory.compaction import maybe_enqueue_compaction
+from worker.outcomes import Done, Outcome, Rejected, Retry
 from worker.payloads import resolve_body
 from worker.ports import (
     CommandLedger,
@@ -44,34 +45,6 @@ log = get_logger()
 
 #: Pauses between tries to mark a forwarded command done (about 16 s in all).
 FINISH_RETRY_DELAYS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
-
-
-@dataclass(frozen=True, slots=True)
-class Done:
-    """Served (or served before): delete the command."""
-
-
-@dataclass(frozen=True, slots=True)
-class Rejected:
-    """Never servable: dead-letter it with the reason, then delete it."""
-
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class Retry:
-    """Not served this time: return it to the queue.
-
-    ``delay`` is how long it should stay invisible (None: back off by receive count);
-    ``failure`` says whether a dependency failed (the consumer then slows its polling).
-    """
-
-    error: str
-    delay: float | None = None
-    failure: bool = True
-
-
-Outcome = Done | Rejected | Retry
 
 
 class History(HistoryStore, FoldClaims, Protocol):
@@ -96,6 +69,7 @@ class ConverseStage:
         settings: Settings,
         lease: timedelta,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self._history = history
         self._ledger = ledger
@@ -105,6 +79,7 @@ class ConverseStage:
         self._settings = settings
         self._lease = lease
         self._clock = clock
+        self._sleep = sleep
         self._worker_id = uuid.uuid4().hex[:12]
         self._active: dict[str, _Active] = {}
 
@@ -173,7 +148,7 @@ class ConverseStage:
                 if delay is None:
                     log.warning("clerk.converse_command_finish_failed", error=str(exc))
                     return
-                await asyncio.sleep(delay)
+                await self._sleep(delay)
                 continue
             return
 

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from tests.infra.cfn_yaml import REPO_ROOT, load_template
+from tests.infra.stopping import kill_after_seconds
 from worker.settings import Settings
 
 K8S_DIR = REPO_ROOT / "infra" / "k8s"
@@ -92,11 +93,11 @@ def test_the_deployment_takes_its_environment_from_the_config_map(pod_spec: dict
     assert {"configMapRef": {"name": CONFIG_MAP_NAME}} in container["envFrom"]
 
 
-def test_the_pod_is_killed_only_after_the_worker_drained(
+def test_the_pod_is_killed_only_after_the_workers_stop_can_have_finished(
     pod_spec: dict[str, Any], config: dict[str, str]
 ) -> None:
-    assert pod_spec["terminationGracePeriodSeconds"] == 30
-    assert pod_spec["terminationGracePeriodSeconds"] > float(config["SHUTDOWN_GRACE_SECONDS"])
+    assert pod_spec["terminationGracePeriodSeconds"] == 45
+    assert pod_spec["terminationGracePeriodSeconds"] >= kill_after_seconds(config) == 42
 
 
 def test_the_worker_runs_unprivileged_on_a_read_only_root(pod_spec: dict[str, Any]) -> None:

@@ -16,7 +16,12 @@ import pytest
 from tests.infra.cfn_yaml import load_template
 
 ADAPTERS = Path(__file__).resolve().parents[2] / "worker" / "adapters"
-SERVICE_OF_MODULE = {"sqs.py": "sqs", "dynamodb.py": "dynamodb", "s3.py": "s3"}
+SERVICE_OF_MODULE = {
+    "sqs.py": "sqs",
+    "dynamodb.py": "dynamodb",
+    "ledger.py": "dynamodb",
+    "s3.py": "s3",
+}
 #: IAM has no separate action for these: the single-message action authorises the batch.
 BATCH_ACTIONS = {
     "sqs:SendMessageBatch": "sqs:SendMessage",

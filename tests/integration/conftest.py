@@ -238,12 +238,13 @@ _REPORT: dict[str, Any] = {}
 
 @pytest.fixture
 def reliability_report() -> dict[str, Any]:
-    """Figures a test measured, printed at the end of the run."""
+    """Figures a test measured, printed at the end of the run with --reliability-figures
+    (``make bench``): timing belongs in benchmarks, not in the test run."""
     return _REPORT
 
 
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if _REPORT:
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    if _REPORT and config.getoption("--reliability-figures"):
         terminalreporter.section("reliability figures")
         for label, figures in _REPORT.items():
             terminalreporter.line(f"{label}: {json.dumps(figures)}")

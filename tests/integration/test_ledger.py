@@ -7,7 +7,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from tests.integration.conftest import Stack
-from worker.adapters.dynamodb import DynamoCommandLedger, DynamoHistoryStore
+from worker.adapters.dynamodb import DynamoHistoryStore
+from worker.adapters.ledger import DynamoCommandLedger
 
 pytestmark = pytest.mark.integration
 

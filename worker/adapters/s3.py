@@ -7,7 +7,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from worker.adapters.errors import aws_call, error_code
-from worker.ports import ObjectMissing
+from worker.errors import ObjectMissing
 
 _MISSING = frozenset({"NoSuchKey", "NoSuchBucket", "404"})
 
@@ -29,14 +29,15 @@ class S3ObjectStore:
             )
 
     async def get(self, bucket: str, key: str) -> bytes:
-        try:
-            response = await self._client.get_object(Bucket=bucket, Key=key)
-        except ClientError as exc:
-            if error_code(exc) in _MISSING:
-                raise ObjectMissing(f"s3://{bucket}/{key}") from exc
-            with aws_call("s3.GetObject"):
-                raise
+        """The object's bytes; :class:`ObjectMissing` if it is not there. Every other
+        failure, of the call or of reading the body, is a :class:`StoreUnavailable`."""
         with aws_call("s3.GetObject"):
+            try:
+                response = await self._client.get_object(Bucket=bucket, Key=key)
+            except ClientError as exc:
+                if error_code(exc) in _MISSING:
+                    raise ObjectMissing(f"s3://{bucket}/{key}") from exc
+                raise
             async with response["Body"] as stream:
                 data: bytes = await stream.read()
         return data

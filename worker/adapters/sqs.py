@@ -59,7 +59,7 @@ class SqsQueue:
             request["VisibilityTimeout"] = visibility_timeout
         with aws_call("sqs.ReceiveMessage"):
             response = await self._client.receive_message(**request)
-        return [_received(raw) for raw in response.get("Messages", [])]
+        return [received_message(raw) for raw in response.get("Messages", [])]
 
     async def delete_batch(self, messages: Sequence[ReceivedMessage]) -> list[DeleteFailure]:
         if not messages:
@@ -207,7 +207,8 @@ def _attribute_value(value: str | int) -> dict[str, str]:
     return {"DataType": "String", "StringValue": value}
 
 
-def _received(raw: Mapping[str, Any]) -> ReceivedMessage:
+def received_message(raw: Mapping[str, Any]) -> ReceivedMessage:
+    """A ReceiveMessage entry as the stage sees it."""
     system = raw.get("Attributes", {})
     attributes = {
         name: str(value.get("StringValue", ""))
