@@ -45,7 +45,6 @@ from bench.traffic import Drain
 from bench.workload import (
     Command,
     Conversation,
-    WindowLimits,
     make_commands,
     mixed_conversations,
     put_items,
@@ -53,6 +52,7 @@ from bench.workload import (
     state_item,
 )
 from worker.runtime import aws_clients
+from worker.settings import Settings
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 WORK_DIR = REPO_ROOT / ".bench" / "run"
@@ -250,7 +250,10 @@ async def part_throughput(
             elif kind == "replay":
                 payloads = WORK_DIR / f"{tag}.payloads.json"
                 throughput.write_payloads(
-                    payloads, [*warmup, *commands], conversations, WindowLimits()
+                    payloads,
+                    [*warmup, *commands],
+                    conversations,
+                    Settings.at_defaults().window_limits,
                 )
                 contender = contenders.replay(
                     child, WORK_DIR, payloads, lanes=CONCURRENCY // 10, batch=10, name=tag

@@ -28,6 +28,7 @@ from worker.adapters.dynamodb import STATE_KEY, message_key
 from worker.commands import encode_body, parse_command, prompt_payload
 from worker.memory import FoldLimits, FoldState, HistoryMessage, WindowLimits, bound_history
 from worker.memory.fold import plan_compaction
+from worker.settings import Settings
 
 _CLAUSES = (
     "the Buyer shall Seller may terminate this Agreement upon written notice to other party "
@@ -70,8 +71,10 @@ class Conversation:
 @dataclass
 class Workload:
     conversations: list[Conversation]
-    window_limits: WindowLimits = field(default_factory=WindowLimits)
-    fold_limits: FoldLimits = field(default_factory=FoldLimits)
+    window_limits: WindowLimits = field(
+        default_factory=lambda: Settings.at_defaults().window_limits
+    )
+    fold_limits: FoldLimits = field(default_factory=lambda: Settings.at_defaults().fold_limits)
 
     def by_id(self) -> dict[str, Conversation]:
         return {c.conversation_id: c for c in self.conversations}
@@ -114,8 +117,8 @@ def build_conversation(
 ) -> tuple[Conversation, list[HistoryMessage]]:
     """A conversation of ``length`` messages ending with an answer; returns it and all of
     its messages oldest first (for seeding)."""
-    limits = limits or WindowLimits()
-    fold_limits = fold_limits or FoldLimits()
+    limits = limits or Settings.at_defaults().window_limits
+    fold_limits = fold_limits or Settings.at_defaults().fold_limits
     length = max(2, length - length % 2)  # ends with an answer: the command is the next question
     messages = [text.message(seq) for seq in range(1, length + 1)]
     newest = tuple(reversed(messages[-page_size(limits) :]))
@@ -251,6 +254,9 @@ def fold_through(conversation: Conversation, limits: FoldLimits | None = None) -
     """The ``through`` of the compaction request a turn on this conversation would claim
     (as seeded, nothing pending), or 0 when none is due."""
     plan = plan_compaction(
-        conversation.newest, conversation.state, limits or FoldLimits(), now=datetime.now(UTC)
+        conversation.newest,
+        conversation.state,
+        limits or Settings.at_defaults().fold_limits,
+        now=datetime.now(UTC),
     )
     return plan.through if plan is not None else 0

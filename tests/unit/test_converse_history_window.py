@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -18,8 +19,9 @@ from worker.memory import (
     omission_marker,
     trim_message,
 )
+from worker.settings import Settings
 
-DEFAULTS = WindowLimits()
+DEFAULTS = Settings.at_defaults().window_limits
 MARKER = re.compile(r"\n… (\d+) tokens omitted …\n")
 
 
@@ -134,7 +136,9 @@ def test_leading_assistant_messages_form_an_exchange_of_their_own() -> None:
 
 def test_leading_assistant_messages_that_do_not_fit_are_dropped_together() -> None:
     messages = history(("a", 3900), ("a", 10), *[("u", 10), ("a", 10)] * 6)
-    assert seqs(window_of(messages, WindowLimits(message_max_tokens=4000))) == list(range(3, 15))
+    assert seqs(window_of(messages, replace(DEFAULTS, message_max_tokens=4000))) == list(
+        range(3, 15)
+    )
 
 
 def test_trimmed_messages_are_counted_and_costed_after_trimming() -> None:
@@ -149,11 +153,11 @@ def test_trimmed_messages_are_counted_and_costed_after_trimming() -> None:
 @pytest.mark.parametrize(
     ("limits", "expected_kept"),
     [
-        (WindowLimits(max_tokens=30, max_messages=25, floor_messages=4), 4),
-        (WindowLimits(max_tokens=95, max_messages=25, floor_messages=4), 8),
-        (WindowLimits(max_tokens=100, max_messages=25, floor_messages=4), 10),
-        (WindowLimits(max_tokens=4000, max_messages=5, floor_messages=2), 4),
-        (WindowLimits(max_tokens=4000, max_messages=25, floor_messages=1), 24),
+        (replace(DEFAULTS, max_tokens=30, max_messages=25, floor_messages=4), 4),
+        (replace(DEFAULTS, max_tokens=95, max_messages=25, floor_messages=4), 8),
+        (replace(DEFAULTS, max_tokens=100, max_messages=25, floor_messages=4), 10),
+        (replace(DEFAULTS, max_tokens=4000, max_messages=5, floor_messages=2), 4),
+        (replace(DEFAULTS, max_tokens=4000, max_messages=25, floor_messages=1), 24),
     ],
 )
 def test_the_limits_come_from_the_settings(limits: WindowLimits, expected_kept: int) -> None:

@@ -14,7 +14,7 @@ from worker.memory import (
     fold_gap,
     plan_compaction,
 )
-from worker.memory.window import WindowLimits
+from worker.settings import Settings
 
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 LIMITS = FoldLimits(fold_min_tokens=2000, window_max_messages=25, retry_after=timedelta(minutes=5))
@@ -88,8 +88,12 @@ def test_nothing_to_fold_in_an_empty_or_unanswered_history(history: list[History
 
 
 def test_the_fold_gap_names_unfolded_messages_the_window_dropped() -> None:
-    window = bound_history(page(1, 40, tokens=100), WindowLimits())
+    window = bound_history(page(1, 40, tokens=100), Settings.at_defaults().window_limits)
     assert window.oldest_seq == 17
     gap = fold_gap(window, folded_through=5)
     assert gap is not None and (gap.first_seq, gap.last_seq, gap.count) == (6, 16, 11)
     assert fold_gap(window, folded_through=16) is None
+
+
+def test_the_limits_are_the_settings_defaults() -> None:
+    assert Settings.at_defaults().fold_limits == LIMITS

@@ -32,9 +32,11 @@ class FoldState:
 
 @dataclass(frozen=True, slots=True)
 class FoldLimits:
-    fold_min_tokens: int = 2000
-    window_max_messages: int = 25
-    retry_after: timedelta = timedelta(minutes=5)
+    """The trigger's knobs; :class:`worker.settings.Settings` holds their values."""
+
+    fold_min_tokens: int
+    window_max_messages: int
+    retry_after: timedelta
 
 
 @dataclass(frozen=True, slots=True)

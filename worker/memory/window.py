@@ -37,12 +37,12 @@ class HistoryMessage:
 
 @dataclass(frozen=True, slots=True)
 class WindowLimits:
-    """The window's knobs, as the settings hold them."""
+    """The window's knobs; :class:`worker.settings.Settings` holds their values."""
 
-    max_tokens: int = 4000
-    max_messages: int = 25
-    floor_messages: int = 10
-    message_max_tokens: int = 1000
+    max_tokens: int
+    max_messages: int
+    floor_messages: int
+    message_max_tokens: int
 
 
 @dataclass(frozen=True, slots=True)
