@@ -247,7 +247,10 @@ def test_window_properties(messages: list[HistoryMessage], limits: WindowLimits)
     trimmed = 0
     for kept_message, original in zip(window.messages, originals, strict=True):
         if kept_message.content == original.content:
-            assert estimate_tokens(original.content) <= limits.message_max_tokens
+            # Whole: within its budget, or so little over it that the marker would outweigh
+            # the cut (rule 1: a trim that would not shorten leaves the message whole).
+            within = estimate_tokens(original.content) <= limits.message_max_tokens
+            assert within or not_shortened_by_a_trim(original.content, limits.message_max_tokens)
             continue
         trimmed += 1
         assert_is_trim_of(kept_message.content, original.content, limits.message_max_tokens)
@@ -276,6 +279,13 @@ def test_window_properties(messages: list[HistoryMessage], limits: WindowLimits)
             kept + len(nxt) > limits.max_messages
             or window.estimated_tokens + cost > limits.max_tokens
         )
+
+
+def not_shortened_by_a_trim(original: str, max_tokens: int) -> bool:
+    """A trim keeps at most ``4·H`` characters at each end plus a marker counting at most
+    the whole message: if even that is not shorter, no trim of it is."""
+    keep = 4 * min(400, max_tokens // 2)
+    return len(original) <= 2 * keep + len(omission_marker(estimate_tokens(original)))
 
 
 def assert_is_trim_of(trimmed: str, original: str, max_tokens: int) -> None:
@@ -316,3 +326,29 @@ def test_answers_at_the_end_of_a_page_are_not_mistaken_for_the_conversations_sta
     window = bound_history(reversed(page), DEFAULTS)
     assert window.messages[0].role == "user"
     assert window.oldest_seq == 77
+
+
+# --- edges of the rules as first built ------------------------------------------------------
+
+
+@pytest.mark.parametrize("max_tokens", [1, 2, 10, 100, 600, 804, 805])
+def test_a_trim_never_makes_a_message_longer(max_tokens: int) -> None:
+    """Just over a small budget, head + marker + tail would outweigh the message: it is
+    left whole (rule 1). Further over, the trim shortens it as usual."""
+    just_over = "x" * (4 * max_tokens + 1)
+    assert trim_message(just_over, max_tokens) is just_over
+    far_over = "x" * (8 * max_tokens + 200)
+    assert MARKER.search(trim_message(far_over, max_tokens))
+    assert len(trim_message(far_over, max_tokens)) < len(far_over)
+
+
+def test_above_805_tokens_even_a_message_just_over_the_budget_is_trimmed_shorter() -> None:
+    text = "x" * (4 * 806 + 1)
+    trimmed = trim_message(text, 806)
+    assert MARKER.search(trimmed) and len(trimmed) < len(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(content=contents, max_tokens=st.integers(1, 1200))
+def test_no_trim_is_longer_than_its_message(content: str, max_tokens: int) -> None:
+    assert len(trim_message(content, max_tokens)) <= len(content)
