@@ -25,6 +25,7 @@ from structlog.contextvars import bound_contextvars
 
 from worker.commands import ConverseCommand, encode_body, parse_command, prompt_payload
 from worker.errors import RejectedCommand, RetryableError
+from worker.history import read_history
 from worker.logs import get_logger
 from worker.memory import bound_history, fold_gap
 from worker.memory.compaction import maybe_enqueue_compaction
@@ -201,9 +202,10 @@ class ConverseStage:
         return lost
 
     async def forward(self, command: ConverseCommand) -> HistoryPage:
-        """Load one page, bound it, send the prompt payload; returns the page read."""
+        """Load the history (one page but in rare cases), bound it, send the prompt payload;
+        returns the page read."""
         settings = self._settings
-        page = await self._history.load_page(command.conversation_id, settings.history_page_size)
+        page = await read_history(self._history, command.conversation_id, settings)
         if page.malformed:
             log.warning(
                 "clerk.converse_history_entries_dropped",
@@ -211,7 +213,7 @@ class ConverseStage:
                 reasons=dict(Counter(page.malformed)),
             )
         window = bound_history(page.messages, settings.window_limits)
-        if window.dropped:
+        if window.dropped or page.queries > 1:
             log.info(
                 "clerk.converse_history_window_bounded",
                 dropped=window.dropped,
@@ -219,6 +221,7 @@ class ConverseStage:
                 trimmed=window.trimmed,
                 estimated_tokens=window.estimated_tokens,
                 floor_overrode_budget=window.floor_overrode_budget,
+                extra_queries=page.queries - 1,
             )
         gap = fold_gap(window, page.state.folded_through)
         if gap is not None:

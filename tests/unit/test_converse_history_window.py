@@ -352,3 +352,20 @@ def test_above_805_tokens_even_a_message_just_over_the_budget_is_trimmed_shorter
 @given(content=contents, max_tokens=st.integers(1, 1200))
 def test_no_trim_is_longer_than_its_message(content: str, max_tokens: int) -> None:
     assert len(trim_message(content, max_tokens)) <= len(content)
+
+
+def test_a_floor_ending_on_answers_beyond_the_input_asks_for_older_messages() -> None:
+    """One question and 30 answers, of which a page shows the newest 26: the window
+    cannot open on the question it has not seen, and says so; given the whole run, it
+    opens on the question, the floor overriding the message cap."""
+    run = history(("u", 5), *[("a", 5)] * 30)
+    page_only = bound_history(reversed(run[-26:]), DEFAULTS)
+    assert page_only.floor_needs_older
+    whole = window_of(run)
+    assert not whole.floor_needs_older
+    assert seqs(whole) == list(range(1, 32)) and whole.floor_overrode_budget
+
+
+def test_answers_at_the_conversations_start_ask_for_nothing_older() -> None:
+    window = window_of(history(*[("a", 5)] * 12))
+    assert window.kept == 12 and not window.floor_needs_older

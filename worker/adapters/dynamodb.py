@@ -29,10 +29,13 @@ def rfc3339(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def history_page_query(table: str, conversation_id: str, limit: int) -> dict[str, Any]:
+def history_page_query(
+    table: str, conversation_id: str, limit: int, *, older_than: str | None = None
+) -> dict[str, Any]:
     """The Query of one turn: ``state`` (it sorts after every ``msg#``), then the newest
-    messages; ``cmd#`` records and other item kinds fall outside the key range."""
-    return {
+    messages; ``cmd#`` records and other item kinds fall outside the key range. With
+    ``older_than`` (a sort key), the page that continues below that key."""
+    query: dict[str, Any] = {
         "TableName": table,
         "KeyConditionExpression": "pk = :pk AND sk BETWEEN :first AND :state",
         "ExpressionAttributeValues": {
@@ -44,6 +47,9 @@ def history_page_query(table: str, conversation_id: str, limit: int) -> dict[str
         "Limit": limit,
         "ConsistentRead": True,
     }
+    if older_than is not None:
+        query["ExclusiveStartKey"] = {"pk": {"S": conversation_id}, "sk": {"S": older_than}}
+    return query
 
 
 class DynamoHistoryStore:
@@ -53,12 +59,15 @@ class DynamoHistoryStore:
         self._client = client
         self._table = table
 
-    async def load_page(self, conversation_id: str, limit: int) -> HistoryPage:
+    async def load_page(
+        self, conversation_id: str, limit: int, *, older_than: str | None = None
+    ) -> HistoryPage:
         """One Query, newest first: the ``state`` item (it sorts after every ``msg#``), then
-        the newest messages. ``cmd#`` records and other item kinds fall outside the range."""
+        the newest messages (with ``older_than``: the messages below that key). ``older`` is
+        set when DynamoDB stopped at the limit (its ``LastEvaluatedKey``)."""
         with aws_call("dynamodb.Query"):
             response = await self._client.query(
-                **history_page_query(self._table, conversation_id, limit)
+                **history_page_query(self._table, conversation_id, limit, older_than=older_than)
             )
         state = FoldState()
         messages: list[HistoryMessage] = []
@@ -73,7 +82,10 @@ class DynamoHistoryStore:
                 malformed.append(parsed)
             else:
                 messages.append(parsed)
-        return HistoryPage(state=state, messages=tuple(messages), malformed=tuple(malformed))
+        older = response.get("LastEvaluatedKey", {}).get("sk", {}).get("S")
+        return HistoryPage(
+            state=state, messages=tuple(messages), malformed=tuple(malformed), older=older
+        )
 
     async def claim_compaction(
         self, conversation_id: str, plan: CompactionPlan, *, now: datetime, retry_after: timedelta
