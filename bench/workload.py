@@ -123,6 +123,7 @@ def build_conversation(
     messages = [text.message(seq) for seq in range(1, length + 1)]
     newest = tuple(reversed(messages[-page_size(limits) :]))
     now = datetime.now(UTC)
+    older_unread = length > len(newest)  # the worker's page: the state item and 26 messages
     summary = text.cut(1_500)
     if fold_due:
         folded = max(0, length - 2 * fold_limits.window_max_messages // 2 - 2)
@@ -132,10 +133,15 @@ def build_conversation(
         state = FoldState(folded_through=length, summary=summary)
         for tail in (8, 6, 4, 2):
             candidate = FoldState(folded_through=max(0, length - tail), summary=summary)
-            if plan_compaction(newest, candidate, fold_limits, now=now) is None:
+            if (
+                plan_compaction(newest, candidate, fold_limits, older_unread=older_unread, now=now)
+                is None
+            ):
                 state = candidate
                 break
-    due = plan_compaction(newest, state, fold_limits, now=now) is not None
+    due = (
+        plan_compaction(newest, state, fold_limits, older_unread=older_unread, now=now) is not None
+    )
     conversation = Conversation(conversation_id, length, newest, state, fold_due=due)
     return conversation, messages
 
@@ -257,6 +263,7 @@ def fold_through(conversation: Conversation, limits: FoldLimits | None = None) -
         conversation.newest,
         conversation.state,
         limits or Settings.at_defaults().fold_limits,
+        older_unread=conversation.length > len(conversation.newest),
         now=datetime.now(UTC),
     )
     return plan.through if plan is not None else 0

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal, Protocol
 
-from worker.memory import CompactionPlan, FoldState, HistoryMessage
+from worker.memory import FoldState, HistoryMessage
+from worker.memory.compaction import FoldClaims as FoldClaims  # the stage's port, re-exported
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,20 +105,6 @@ class HistoryStore(Protocol):
     ) -> HistoryPage:
         """The state item and the newest messages, newest first, in one read; with
         ``older_than`` (a page's ``older``), the messages before that point instead."""
-        ...
-
-
-class FoldClaims(Protocol):
-    async def claim_compaction(
-        self, conversation_id: str, plan: CompactionPlan, *, now: datetime, retry_after: timedelta
-    ) -> bool:
-        """Mark a request as pending unless another is; True if this caller won the claim."""
-        ...
-
-    async def release_compaction(
-        self, conversation_id: str, plan: CompactionPlan, *, claimed_at: datetime
-    ) -> None:
-        """Undo this caller's claim (its request could not be sent)."""
         ...
 
 

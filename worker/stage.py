@@ -25,7 +25,7 @@ from structlog.contextvars import bound_contextvars
 
 from worker.commands import ConverseCommand, encode_body, parse_command, prompt_payload
 from worker.errors import RejectedCommand, RetryableError
-from worker.history import read_history
+from worker.history import fold_request_sender, read_history
 from worker.logs import get_logger
 from worker.memory import bound_history, fold_gap
 from worker.memory.compaction import maybe_enqueue_compaction
@@ -246,15 +246,17 @@ class ConverseStage:
 
     async def request_fold(self, command: ConverseCommand, page: HistoryPage) -> None:
         """Ask for a fold if one is due; a failure here waits for the next turn."""
+        now = self._clock()
         try:
             plan = await maybe_enqueue_compaction(
-                command,
+                command.conversation_id,
                 page.messages,
                 page.state,
+                older_unread=page.older is not None,
                 limits=self._settings.fold_limits,
                 claims=self._history,
-                queue=self._compaction_queue,
-                now=self._clock(),
+                send=fold_request_sender(self._compaction_queue, command, claimed_at=now),
+                now=now,
             )
         except RetryableError as exc:
             log.warning("clerk.converse_compaction_request_failed", error=str(exc))

@@ -1,21 +1,26 @@
-"""A turn's memory over in-memory fakes: how far it reads and what it logs.
+"""A turn's memory over in-memory fakes: how far it reads, what it logs, how it claims a fold.
 
 The fakes behave as the history table does: a Query returns the ``state`` item and then
-the newest messages, stops at its limit and says where the next older page starts.
+the newest messages, stops at its limit and says where the next older page starts; a
+claim is a conditional write on the request mark's version.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
+
+import pytest
 
 from tests.conftest import captured_logs
 from worker.commands import ConverseCommand
 from worker.errors import StoreUnavailable
-from worker.memory import FoldState, HistoryMessage, Role
+from worker.memory import CompactionPlan, FoldState, HistoryMessage, Role
+from worker.memory.compaction import maybe_enqueue_compaction
 from worker.ports import CommandClaim, HistoryPage
 from worker.settings import Settings
 from worker.stage import ConverseStage
@@ -31,6 +36,7 @@ class FakeHistory:
     messages: dict[int, HistoryMessage] = field(default_factory=dict)
     state: FoldState | None = None
     queries: list[str | None] = field(default_factory=list)
+    claims: list[int] = field(default_factory=list)
 
     def append(self, *spec: tuple[Role, str]) -> None:
         for role, content in spec:
@@ -53,6 +59,33 @@ class FakeHistory:
             messages=tuple(m for _, m in read if m is not None),
             older=read[-1][0] if len(read) == limit else None,
         )
+
+    async def claim_compaction(
+        self, conversation_id: str, plan: CompactionPlan, *, seen: FoldState, now: datetime
+    ) -> bool:
+        current = self.state or FoldState()
+        if current.request_version != seen.request_version:
+            return False
+        self.state = replace(
+            current,
+            requested_through=plan.through,
+            requested_at=now,
+            request_version=seen.request_version + 1,
+        )
+        self.claims.append(plan.through)
+        return True
+
+    async def release_compaction(
+        self, conversation_id: str, plan: CompactionPlan, *, seen: FoldState, claimed_at: datetime
+    ) -> None:
+        current = self.state or FoldState()
+        if current.request_version == seen.request_version + 1:
+            self.state = replace(
+                current,
+                requested_through=seen.requested_through,
+                requested_at=seen.requested_at,
+                request_version=seen.request_version,
+            )
 
 
 @dataclass
@@ -182,3 +215,82 @@ async def test_the_fold_gap_warning_names_the_unfolded_seqs_the_window_dropped()
     [gap] = events(logs, "clerk.converse_history_fold_gap")
     assert (gap["first_seq"], gap["last_seq"], gap["unfolded_dropped"]) == (5, 30, 26)
     assert gap["log_level"] == "warning"
+
+
+# --- the fold request -----------------------------------------------------------------------
+
+
+async def test_a_failed_send_of_a_fold_request_releases_the_claim() -> None:
+    """GIVEN a fold due and a compaction queue that fails, WHEN the turn asks for the
+    fold, THEN the claim is put back as it was, so the next turn asks again at once."""
+    history = FakeHistory(state=FoldState())
+    history.append(*[("user", "q"), ("assistant", "a")] * 10)
+    page = await history.load_page("matter-1", SETTINGS.history_page_size)
+    compaction = FakeQueue(fail=True)
+    stage = stage_over(history, FakeQueue(), compaction)
+    with captured_logs() as logs:
+        await stage.request_fold(COMMAND, page)
+    assert history.claims == [20]
+    assert history.state == FoldState()  # the mark and its version as they were
+    [failed] = events(logs, "clerk.converse_compaction_request_failed")
+    assert "did not answer" in failed["error"]
+
+    compaction.fail = False
+    await stage.request_fold(COMMAND, await history.load_page("matter-1", 27))
+    [request] = [json.loads(body) for body in compaction.sent]
+    assert (request["folded_through"], request["through"]) == (0, 20)
+    assert history.state is not None and history.state.requested_through == 20
+
+
+async def test_a_send_that_is_cancelled_also_releases_the_claim() -> None:
+    history = FakeHistory(state=FoldState())
+    history.append(*[("user", "q"), ("assistant", "a")] * 10)
+    page = await history.load_page("matter-1", 27)
+
+    async def cancelled(plan: CompactionPlan) -> None:
+        raise asyncio.CancelledError
+
+    with pytest.raises(asyncio.CancelledError):
+        await maybe_enqueue_compaction(
+            "matter-1",
+            page.messages,
+            page.state,
+            older_unread=False,
+            limits=SETTINGS.fold_limits,
+            claims=history,
+            send=cancelled,
+            now=NOW,
+        )
+    assert history.state == FoldState()
+
+
+async def test_two_workers_that_planned_from_one_state_send_one_request() -> None:
+    """Both read the same state and find the same fold due; the second claim finds the
+    mark moved and sends nothing."""
+    history = FakeHistory(state=FoldState())
+    history.append(*[("user", "q"), ("assistant", "a")] * 10)
+    first = await history.load_page("matter-1", 27)
+    second = await history.load_page("matter-1", 27)
+    compaction = FakeQueue()
+    stage = stage_over(history, FakeQueue(), compaction)
+    await stage.request_fold(COMMAND, first)
+    await stage.request_fold(replace_command("c-2"), second)
+    assert len(compaction.sent) == 1
+
+
+async def test_requests_pipeline_while_the_fold_lags() -> None:
+    """GIVEN a compactor that never answers, WHEN the tail keeps growing, THEN a request
+    leaves for each new stretch of twelve messages, each above the last."""
+    history = FakeHistory(state=FoldState())
+    compaction = FakeQueue()
+    stage = stage_over(history, FakeQueue(), compaction)
+    for turn in range(1, 31):
+        history.append(("user", f"q{turn}"), ("assistant", f"a{turn}"))
+        await stage.request_fold(replace_command(f"c-{turn}"), await history.load_page("m", 27))
+    throughs = [json.loads(body)["through"] for body in compaction.sent]
+    assert throughs == [12, 24, 36, 48, 60]
+    assert {json.loads(body)["folded_through"] for body in compaction.sent} == {0}
+
+
+def replace_command(command_id: str) -> ConverseCommand:
+    return COMMAND.model_copy(update={"command_id": command_id})

@@ -11,6 +11,7 @@ from worker.memory.fold import (
     FoldLimits,
     FoldState,
     fold_gap,
+    is_pending,
     plan_compaction,
 )
 from worker.memory.tokens import estimate_tokens
@@ -31,6 +32,7 @@ __all__ = [
     "bound_history",
     "estimate_tokens",
     "fold_gap",
+    "is_pending",
     "omission_marker",
     "plan_compaction",
     "trim_message",
