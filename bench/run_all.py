@@ -12,7 +12,10 @@ One run, on this machine, every comparison reported as a ratio::
    pure API replay, plus the worker before this round of optimisation and the worker on
    uvloop (:mod:`bench.throughput`);
 4. send-to-arrival latency at a fixed offered load (:mod:`bench.latency`);
-then a py-spy profile of the worker under load (:mod:`bench.profiling`).
+5. a py-spy profile of the worker under load (:mod:`bench.profiling`);
+6. the fold gap: unfolded messages outside the window, pipelined fold requests against
+   one at a time, with a lagging compactor (:mod:`bench.fold_gap`; the worker's own rules
+   as a model, no servers).
 
 It starts its own servers on 127.0.0.1: a moto server (SQS, S3) in its own process, and
 dynalite for DynamoDB (installed with npm on first use), pointed at by
@@ -486,6 +489,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     trim_args = ["--out-dir", str(out_dir)] + (["--quick"] if plan.quick else [])
     compare_trim_messages.main(trim_args)
     trim = json.loads((out_dir / "trim_messages.json").read_text(encoding="utf-8"))
+    say("part 6: the fold gap, pipelined against single fold requests (a model, no servers)")
+    from bench import fold_gap
+
+    fold = fold_gap.measure()
 
     say("starting moto (SQS, S3) and dynalite (DynamoDB) on 127.0.0.1")
     with local_servers() as servers:
@@ -503,6 +510,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "plan": plan.__dict__,
         "trim_messages": trim,
         **results,
+        "fold_gap": fold,
     }
     (out_dir / "results.json").write_text(
         json.dumps(document, indent=1, ensure_ascii=False) + "\n", encoding="utf-8"
