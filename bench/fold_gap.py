@@ -31,6 +31,8 @@ for turn. Run::
     .venv/bin/python -m bench.fold_gap                # the table, lags 0-5
     .venv/bin/python -m bench.fold_gap --write        # also into results.json and
                                                       # docs/BENCHMARKS.md (part 6)
+    .venv/bin/python -m bench.fold_gap --seeds 20     # means over seeds, with the two
+                                                      # rules proposed in docs/FOLD.md
 
 ``make bench`` (:mod:`bench.run_all`) measures it too, with every other part.
 """
@@ -149,7 +151,54 @@ def single_request_plan(
     )
 
 
-PLANNERS: dict[str, Planner] = {"pipelined": plan_compaction, "single": single_request_plan}
+def _proposal(
+    fires: Callable[[int, int, int], bool],
+) -> Planner:
+    """The contract's rule, plus one more reason to send when a new answer follows the
+    newest request: ``fires(stretch after the newest request, unfolded tail, room)``, room
+    being what this turn's window kept when it had to drop anything, else its cap."""
+
+    def plan(
+        newest_first: Sequence[HistoryMessage],
+        state: FoldState,
+        limits: FoldLimits,
+        *,
+        older_unread: bool,
+        now: datetime,
+    ) -> CompactionPlan | None:
+        due = plan_compaction(newest_first, state, limits, older_unread=older_unread, now=now)
+        through = next((m.seq for m in newest_first if m.role == "assistant"), None)
+        newest_request = max(state.folded_through, state.requested_through or 0)
+        if due is not None or through is None or through <= newest_request:
+            return due
+        window_limits = Settings.at_defaults().window_limits
+        window = bound_history(newest_first, window_limits)
+        room = window.kept if window.dropped else window_limits.max_messages
+        stretch = sum(1 for m in newest_first if m.seq > newest_request)
+        if not fires(stretch, through - state.folded_through, room):
+            return None
+        folded = state.folded_through
+        return CompactionPlan(
+            folded_through=folded,
+            through=through,
+            unfolded_tokens=sum(
+                estimate_tokens(m.content) for m in newest_first if folded < m.seq <= through
+            ),
+        )
+
+    return plan
+
+
+PLANNERS: dict[str, Planner] = {
+    "pipelined": plan_compaction,
+    "single": single_request_plan,
+    # Proposals measured for issue 12's note, not the contract (``--seeds``):
+    # the count trigger follows the room the window really has (pastes shrink it to its
+    # floor) instead of its cap;
+    "kept-half": _proposal(lambda stretch, tail, room: stretch >= max(2, room // 2)),
+    # a request for every new exchange once the unfolded tail is over half that room.
+    "window-half": _proposal(lambda stretch, tail, room: 2 * tail > room),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -303,7 +352,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="put the figures in docs/benchmarks/results.json and re-render docs/BENCHMARKS.md "
         "from it (the other parts as last measured by make bench)",
     )
+    parser.add_argument(
+        "--seeds",
+        type=int,
+        default=0,
+        help="instead: the mean gap and requests over this many seeds, every rule and proposal",
+    )
     args = parser.parse_args(argv)
+    if args.seeds:
+        for line in over_seeds(args.seeds, args.turns):
+            print(line)
+        return 0
     doc = measure(turns=args.turns)
     print(f"gap message-turns over {doc['turns']} turns (seed {doc['seed']}), pipelined / single")
     for line in table(doc, doc["lags"]):
@@ -311,6 +370,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.write:
         write_into_report(doc)
     return 0
+
+
+def over_seeds(seeds: int, turns: int = TURNS, lags: Sequence[int] = REPORTED_LAGS) -> list[str]:
+    """Mean gap message-turns and requests per conversation over seeds 0..seeds-1."""
+    lines = [
+        f"mean over {seeds} seeds of {turns} turns: gap message-turns / requests",
+        "| profile | rule | " + " | ".join(f"lag {lag}" for lag in lags) + " |",
+        "| --- | --- |" + " ---: |" * len(lags),
+    ]
+    for profile in PROFILES:
+        runs = [conversation(profile, turns, seed) for seed in range(seeds)]
+        for rule in PLANNERS:
+            cells = []
+            for lag in lags:
+                summaries = [Summary.of(simulate(messages, lag, rule)) for messages in runs]
+                gap = sum(s.gap_message_turns for s in summaries) / seeds
+                requests = sum(s.requests for s in summaries) / seeds
+                cells.append(f"{gap:.1f} / {requests:.1f}")
+            lines.append(f"| {profile} | {rule} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def write_into_report(fold: dict[str, Any]) -> None:
