@@ -121,16 +121,14 @@ async def replay(args: argparse.Namespace, payloads: dict[str, list[Any]]) -> No
             await dynamodb.update_item(
                 TableName=table,
                 Key={"pk": {"S": conversation_id}, "sk": {"S": "state"}},
+                # The worker's first claim on a seeded state: no request mark yet.
                 UpdateExpression="SET compaction_requested_through = :through, "
-                "compaction_requested_at = :now",
-                ConditionExpression="attribute_not_exists(compaction_requested_through)"
-                " OR compaction_requested_through <= folded_through"
-                " OR attribute_not_exists(compaction_requested_at)"
-                " OR compaction_requested_at < :cutoff",
+                "compaction_requested_at = :now, compaction_request_version = :claimed",
+                ConditionExpression="attribute_not_exists(compaction_request_version)",
                 ExpressionAttributeValues={
                     ":through": {"N": str(through)},
                     ":now": {"S": _stamp(now)},
-                    ":cutoff": {"S": _stamp(now - timedelta(seconds=300))},
+                    ":claimed": {"N": "1"},
                 },
             )
 

@@ -3,7 +3,7 @@
 Issue 7, part 1 of ``make bench``. Both sides get the same synthetic histories
 (:func:`bench.window_bench.make_history`, seeded, so every run sees the same data):
 
-- ours: ``bound_history(newest_first, WindowLimits())`` on the list newest-first, as
+- ours: ``bound_history(newest_first, limits)`` (the default limits) on the list newest-first, as
   the store's Query returns it;
 - theirs: ``trim_messages(messages, strategy="last", token_counter=count_tokens_approximately,
   max_tokens=4000, start_on="human")`` on the same contents as ``HumanMessage`` /
@@ -52,6 +52,7 @@ from worker.memory import (
     estimate_tokens,
     trim_message,
 )
+from worker.settings import Settings
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FULL_OUT_DIR = REPO_ROOT / "docs" / "benchmarks"
@@ -59,9 +60,9 @@ QUICK_OUT_DIR = REPO_ROOT / ".bench" / "compare_trim_messages"
 STEM = "trim_messages"
 
 LENGTHS = (100, 1_000, 10_000, 100_000)
-MAX_TOKENS = 4000  # the same budget as WindowLimits().max_tokens
+MAX_TOKENS = Settings.at_defaults().window_limits.max_tokens  # the window's budget
 #: Messages in the page the worker reads: Limit = max_messages + 2 items, one is ``state``.
-PAGE_MESSAGES = WindowLimits().max_messages + 1
+PAGE_MESSAGES = Settings.at_defaults().window_limits.max_messages + 1
 SLOW_CALL_SECONDS = 0.5  # a cell whose warm-up call takes longer needs only 3 calls
 MAX_CALLS = 200_000
 COMMAND = ".venv/bin/python -m bench.compare_trim_messages"
@@ -193,7 +194,7 @@ def measure(
     newest_first: list[HistoryMessage], label: str, *, target_seconds: float, min_calls: int
 ) -> Row:
     """Time both sides on one history (``newest_first``, seqs dense) and record what each kept."""
-    limits = WindowLimits()
+    limits = Settings.at_defaults().window_limits
     oldest_first = to_langchain(newest_first)
     seqs_oldest_first = [m.seq for m in reversed(newest_first)]
 
@@ -288,7 +289,7 @@ def machine() -> dict[str, Any]:
 def results_document(
     rows: Sequence[Row], page: Row, *, quick: bool, target_seconds: float, min_calls: int
 ) -> dict[str, Any]:
-    limits = WindowLimits()
+    limits = Settings.at_defaults().window_limits
     return {
         "benchmark": "window (bound_history) vs langchain_core trim_messages",
         "command": COMMAND + (" --quick" if quick else ""),

@@ -38,6 +38,7 @@ from bench.workload import (
 )
 from worker.adapters.dynamodb import DynamoHistoryStore
 from worker.memory import HistoryMessage, WindowLimits, bound_history
+from worker.settings import Settings
 
 Say = Callable[[str], None]
 LENGTHS = (10, 100, 1_000, 10_000, 100_000)
@@ -124,7 +125,7 @@ async def time_history_steps(
     say: Say,
 ) -> dict[int, dict[str, Any]]:
     """Both history steps on each conversation, timed in this process, calls counted."""
-    limits = WindowLimits()
+    limits = Settings.at_defaults().window_limits
     results: dict[int, dict[str, Any]] = {}
     for conversation in conversations:
         row: dict[str, Any] = {}

@@ -266,7 +266,7 @@ def markdown(doc: dict[str, Any], out_dir: Path, out_doc: Path) -> str:
     for target, figure, met in targets(doc):
         lines.append(f"| {target} | {figure} | {'met' if met else '**missed**'} |")
     parts = [_part1(doc, rel), _part1b(doc), _part2(doc, rel), _part3(doc, rel),
-             _part4(doc, rel), _profile(doc), _notes(doc)]  # fmt: skip
+             _part4(doc, rel), _profile(doc), _fold_gap(doc), _notes(doc)]  # fmt: skip
     for part in parts:
         lines += ["", *part]
     return "\n".join(lines) + "\n"
@@ -700,6 +700,90 @@ def _integrity(summary: dict[str, Any]) -> str:
         )
         + f"; every process exited {'0' if exits else 'with an error (see the logs)'}."
     )
+
+
+def _fold_gap(doc: dict[str, Any]) -> list[str]:
+    """Part 6 (issue 12): unfolded messages outside the window, per request rule."""
+    fold = doc.get("fold_gap")
+    if not fold:
+        return []
+    from bench.fold_gap import REPORTED_LAGS, table
+
+    runs = fold["profiles"]
+
+    def gap(profile: str, lag: int, rule: str = "pipelined") -> int:
+        return int(runs[profile][str(lag)][rule]["gap_message_turns"])
+
+    def requests(profile: str, rule: str) -> str:
+        return f"{runs[profile]['3'][rule]['requests']}"
+
+    targets = [
+        (
+            "no unfolded message outside the window, tiny conversations, lag ≤ 3",
+            max(gap("tiny", lag) for lag in range(4)),
+        ),
+        (
+            "no unfolded message outside the window, paste-heavy conversations, lag ≤ 3",
+            max(gap("paste-heavy", lag) for lag in range(4)),
+        ),
+    ]
+    return [
+        "## 6. The fold gap: unfolded messages held by neither window nor fold",
+        "",
+        f"Reproduce: `{fold['command']}` (deterministic, about a second: no servers). "
+        f"{fold['turns']} turns per conversation, seed {fold['seed']}. A conversation grows "
+        "one exchange a turn: the stage reads the history and sends the prompt (and a "
+        "compaction request if one is due); a writer appends counsel's question and the "
+        "answer; a compactor serves each request *lag* turns late (lag 0: before the next "
+        "turn), folding from the state's current mark up to the request's `through`, only "
+        "forward. The gap of a turn is the messages after `folded_through` that are older "
+        "than the window. Message sizes in characters: *tiny* questions 10-80 and answers "
+        "20-240; *medium* 100-600 and 300-2,000; *mixed* each message tiny, medium or long "
+        "(45 / 45 / 10 %, long 3,000-12,000); *paste-heavy* 30 % of messages 4,000-20,000 "
+        "(the window trims each to about 805 tokens), the rest medium.",
+        "",
+        "The model is the worker's own window, trigger and gap functions, fed one page of "
+        "the history as the stage reads it. `make test` runs the same conversations through "
+        "the real `worker run` process at lags 0-3 and requires it to agree turn for turn "
+        "(`tests/integration/test_fold_gap.py`); the single-request rule, kept in "
+        "`bench/fold_gap.py` only for this comparison, agreed turn for turn with the worker "
+        "as it was before issue 12 (commit `4e08365`) run the same way.",
+        "",
+        "Gap in message-turns (unfolded messages outside the window, summed over the turns; "
+        "in brackets the turns with a gap), **pipelined** (the worker's rule) / single "
+        "request at a time (the rule before issue 12):",
+        "",
+        *table(fold, REPORTED_LAGS),
+        "",
+        "| target (issue 12) | measured (pipelined, worst lag) | |",
+        "| --- | --- | --- |",
+        *(
+            f"| {target} | {worst} message-turns | {'met' if worst == 0 else '**missed**'} |"
+            for target, worst in targets
+        ),
+        "",
+        "- **Pipelining keeps the unfolded tail near one lag.** With one request at a time, "
+        "the next left only once the fold had caught up, so the tail grew to about twice "
+        f"the lag: paste-heavy at lag 3, {gap('paste-heavy', 3, 'single')} message-turns "
+        f"then, {gap('paste-heavy', 3)} now; at lag 5, {gap('paste-heavy', 5, 'single')} "
+        f"then, {gap('paste-heavy', 5)} now. The price is more fold requests: at lag 3, "
+        + ", ".join(
+            f"{p} {requests(p, 'pipelined')} instead of {requests(p, 'single')}" for p in runs
+        )
+        + f" over {fold['turns']} turns.",
+        "- **What is left, and why.** A request for a stretch leaves only once the stretch "
+        "after the pending one reaches the trigger by itself (contract), and its fold "
+        "lands lag + 1 turns later: at lag 3 the unfolded tail is the 8 messages in flight "
+        "plus the stretch still under the trigger. Pastes shrink the window to its floor "
+        "(10 messages), so two exchanges under the trigger followed by pasted ones leave a "
+        "message or two outside it for a turn, each logged as "
+        "`clerk.converse_history_fold_gap`. Where the tail seldom outruns one trigger the "
+        "two rules are about even and either can come out a little ahead (medium at lag "
+        f"5: {gap('medium', 5)} against {gap('medium', 5, 'single')}): a pipelined request "
+        "can leave a short stretch behind it that the single rule, asking from the fold's "
+        "mark once it has caught up, takes in.",
+        "",
+    ]
 
 
 def _notes(doc: dict[str, Any]) -> list[str]:

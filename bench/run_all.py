@@ -12,7 +12,10 @@ One run, on this machine, every comparison reported as a ratio::
    pure API replay, plus the worker before this round of optimisation and the worker on
    uvloop (:mod:`bench.throughput`);
 4. send-to-arrival latency at a fixed offered load (:mod:`bench.latency`);
-then a py-spy profile of the worker under load (:mod:`bench.profiling`).
+5. a py-spy profile of the worker under load (:mod:`bench.profiling`);
+6. the fold gap: unfolded messages outside the window, pipelined fold requests against
+   one at a time, with a lagging compactor (:mod:`bench.fold_gap`; the worker's own rules
+   as a model, no servers).
 
 It starts its own servers on 127.0.0.1: a moto server (SQS, S3) in its own process, and
 dynalite for DynamoDB (installed with npm on first use), pointed at by
@@ -45,7 +48,6 @@ from bench.traffic import Drain
 from bench.workload import (
     Command,
     Conversation,
-    WindowLimits,
     make_commands,
     mixed_conversations,
     put_items,
@@ -53,6 +55,7 @@ from bench.workload import (
     state_item,
 )
 from worker.runtime import aws_clients
+from worker.settings import Settings
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 WORK_DIR = REPO_ROOT / ".bench" / "run"
@@ -250,7 +253,10 @@ async def part_throughput(
             elif kind == "replay":
                 payloads = WORK_DIR / f"{tag}.payloads.json"
                 throughput.write_payloads(
-                    payloads, [*warmup, *commands], conversations, WindowLimits()
+                    payloads,
+                    [*warmup, *commands],
+                    conversations,
+                    Settings.at_defaults().window_limits,
                 )
                 contender = contenders.replay(
                     child, WORK_DIR, payloads, lanes=CONCURRENCY // 10, batch=10, name=tag
@@ -487,6 +493,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from bench import converse_view_bench
 
     converse_view = converse_view_bench.run(quick=plan.quick)
+    say("part 6: the fold gap, pipelined against single fold requests (a model, no servers)")
+    from bench import fold_gap
+
+    fold = fold_gap.measure()
 
     say("starting moto (SQS, S3) and dynalite (DynamoDB) on 127.0.0.1")
     with local_servers() as servers:
@@ -505,6 +515,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "trim_messages": trim,
         "converse_view": converse_view,
         **results,
+        "fold_gap": fold,
     }
     (out_dir / "results.json").write_text(
         json.dumps(document, indent=1, ensure_ascii=False) + "\n", encoding="utf-8"

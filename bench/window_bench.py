@@ -13,6 +13,7 @@ import statistics
 import time
 
 from worker.memory import HistoryMessage, WindowLimits, bound_history
+from worker.settings import Settings
 
 LENGTHS = (100, 1_000, 10_000, 100_000)
 
@@ -43,7 +44,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeat", type=int, default=2_000)
     args = parser.parse_args()
-    limits = WindowLimits()
+    limits = Settings.at_defaults().window_limits
     print(f"{'messages':>9}  {'median µs/call':>15}  {'kept':>5}  {'dropped':>8}")
     results = {}
     for length in LENGTHS:

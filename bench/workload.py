@@ -35,6 +35,7 @@ from worker.memory import (
     render_converse,
 )
 from worker.memory.fold import plan_compaction
+from worker.settings import Settings
 
 _CLAUSES = (
     "the Buyer shall Seller may terminate this Agreement upon written notice to other party "
@@ -77,8 +78,10 @@ class Conversation:
 @dataclass
 class Workload:
     conversations: list[Conversation]
-    window_limits: WindowLimits = field(default_factory=WindowLimits)
-    fold_limits: FoldLimits = field(default_factory=FoldLimits)
+    window_limits: WindowLimits = field(
+        default_factory=lambda: Settings.at_defaults().window_limits
+    )
+    fold_limits: FoldLimits = field(default_factory=lambda: Settings.at_defaults().fold_limits)
 
     def by_id(self) -> dict[str, Conversation]:
         return {c.conversation_id: c for c in self.conversations}
@@ -121,12 +124,13 @@ def build_conversation(
 ) -> tuple[Conversation, list[HistoryMessage]]:
     """A conversation of ``length`` messages ending with an answer; returns it and all of
     its messages oldest first (for seeding)."""
-    limits = limits or WindowLimits()
-    fold_limits = fold_limits or FoldLimits()
+    limits = limits or Settings.at_defaults().window_limits
+    fold_limits = fold_limits or Settings.at_defaults().fold_limits
     length = max(2, length - length % 2)  # ends with an answer: the command is the next question
     messages = [text.message(seq) for seq in range(1, length + 1)]
     newest = tuple(reversed(messages[-page_size(limits) :]))
     now = datetime.now(UTC)
+    older_unread = length > len(newest)  # the worker's page: the state item and 26 messages
     summary = text.cut(1_500)
     if fold_due:
         folded = max(0, length - 2 * fold_limits.window_max_messages // 2 - 2)
@@ -136,10 +140,15 @@ def build_conversation(
         state = FoldState(folded_through=length, summary=summary)
         for tail in (8, 6, 4, 2):
             candidate = FoldState(folded_through=max(0, length - tail), summary=summary)
-            if plan_compaction(newest, candidate, fold_limits, now=now) is None:
+            if (
+                plan_compaction(newest, candidate, fold_limits, older_unread=older_unread, now=now)
+                is None
+            ):
                 state = candidate
                 break
-    due = plan_compaction(newest, state, fold_limits, now=now) is not None
+    due = (
+        plan_compaction(newest, state, fold_limits, older_unread=older_unread, now=now) is not None
+    )
     conversation = Conversation(conversation_id, length, newest, state, fold_due=due)
     return conversation, messages
 
@@ -260,6 +269,10 @@ def fold_through(conversation: Conversation, limits: FoldLimits | None = None) -
     """The ``through`` of the compaction request a turn on this conversation would claim
     (as seeded, nothing pending), or 0 when none is due."""
     plan = plan_compaction(
-        conversation.newest, conversation.state, limits or FoldLimits(), now=datetime.now(UTC)
+        conversation.newest,
+        conversation.state,
+        limits or Settings.at_defaults().fold_limits,
+        older_unread=conversation.length > len(conversation.newest),
+        now=datetime.now(UTC),
     )
     return plan.through if plan is not None else 0

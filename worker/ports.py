@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal, Protocol
 
-from worker.memory import CompactionPlan, FoldState, HistoryMessage
+from worker.memory import FoldState, HistoryMessage
+from worker.memory.compaction import FoldClaims as FoldClaims  # the stage's port, re-exported
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,14 +30,28 @@ class ReceivedMessage:
 
 @dataclass(frozen=True, slots=True)
 class HistoryPage:
-    """One Query's worth of a conversation: the fold state and the newest messages.
+    """A conversation's newest items, read newest first: the fold state and the messages.
 
-    ``malformed`` holds one reason per stored message item that was left out.
+    ``malformed`` holds one reason per stored message item that was left out. ``older`` is
+    where the next older page starts when the read stopped at its limit (None: nothing
+    older is left unread); ``queries`` is how many Queries the page took.
     """
 
     state: FoldState
     messages: tuple[HistoryMessage, ...]
     malformed: tuple[str, ...] = ()
+    older: str | None = None
+    queries: int = 1
+
+    def extended_by(self, older_page: HistoryPage) -> HistoryPage:
+        """This page followed by the next older one (whose state item, if any, is ignored)."""
+        return HistoryPage(
+            state=self.state,
+            messages=self.messages + older_page.messages,
+            malformed=self.malformed + older_page.malformed,
+            older=older_page.older,
+            queries=self.queries + older_page.queries,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,22 +100,11 @@ class ObjectStore(Protocol):
 
 
 class HistoryStore(Protocol):
-    async def load_page(self, conversation_id: str, limit: int) -> HistoryPage:
-        """The state item and the newest messages, newest first, in one read."""
-        ...
-
-
-class FoldClaims(Protocol):
-    async def claim_compaction(
-        self, conversation_id: str, plan: CompactionPlan, *, now: datetime, retry_after: timedelta
-    ) -> bool:
-        """Mark a request as pending unless another is; True if this caller won the claim."""
-        ...
-
-    async def release_compaction(
-        self, conversation_id: str, plan: CompactionPlan, *, claimed_at: datetime
-    ) -> None:
-        """Undo this caller's claim (its request could not be sent)."""
+    async def load_page(
+        self, conversation_id: str, limit: int, *, older_than: str | None = None
+    ) -> HistoryPage:
+        """The state item and the newest messages, newest first, in one read; with
+        ``older_than`` (a page's ``older``), the messages before that point instead."""
         ...
 
 

@@ -73,6 +73,19 @@ class Settings(BaseSettings):
     retry_max_seconds: float = Field(default=300.0, gt=0, le=43_200)
     lease_max_seconds: float = Field(default=900.0, gt=0, le=43_200)
 
+    @classmethod
+    def at_defaults(cls) -> Settings:
+        """Every setting at its default, the required ones as placeholders, the environment
+        not read: where tests and benchmarks take the contract's limits from, so the numbers
+        are written only here."""
+        unset = "unset"
+        return cls.model_construct(
+            converse_queue_url=unset,
+            model_queue_url=unset,
+            compaction_queue_url=unset,
+            history_table=unset,
+        )
+
     @property
     def window_limits(self) -> WindowLimits:
         return WindowLimits(

@@ -25,8 +25,9 @@ from structlog.contextvars import bound_contextvars
 
 from worker.commands import ConverseCommand, encode_body, parse_command, prompt_payload
 from worker.errors import RejectedCommand, RetryableError
+from worker.history import fold_request_sender, read_window
 from worker.logs import get_logger
-from worker.memory import bound_history, fold_gap, render_converse
+from worker.memory import fold_gap, render_converse
 from worker.memory.compaction import maybe_enqueue_compaction
 from worker.outcomes import Done, Outcome, Rejected, Retry
 from worker.payloads import resolve_body
@@ -176,17 +177,17 @@ class ConverseStage:
         return lost
 
     async def forward(self, command: ConverseCommand) -> HistoryPage:
-        """Load one page, bound it, send the prompt payload; returns the page read."""
+        """Load the history (one page but in rare cases), bound it, send the prompt payload;
+        returns the page read."""
         settings = self._settings
-        page = await self._history.load_page(command.conversation_id, settings.history_page_size)
+        page, window = await read_window(self._history, command.conversation_id, settings)
         if page.malformed:
             log.warning(
                 "clerk.converse_history_entries_dropped",
                 count=len(page.malformed),
                 reasons=dict(Counter(page.malformed)),
             )
-        window = bound_history(page.messages, settings.window_limits)
-        if window.dropped:
+        if window.dropped or page.queries > 1:
             log.info(
                 "clerk.converse_history_window_bounded",
                 dropped=window.dropped,
@@ -194,6 +195,7 @@ class ConverseStage:
                 trimmed=window.trimmed,
                 estimated_tokens=window.estimated_tokens,
                 floor_overrode_budget=window.floor_overrode_budget,
+                extra_queries=page.queries - 1,
             )
         gap = fold_gap(window, page.state.folded_through)
         if gap is not None:
@@ -225,15 +227,17 @@ class ConverseStage:
 
     async def request_fold(self, command: ConverseCommand, page: HistoryPage) -> None:
         """Ask for a fold if one is due; a failure here waits for the next turn."""
+        now = self._clock()
         try:
             plan = await maybe_enqueue_compaction(
-                command,
+                command.conversation_id,
                 page.messages,
                 page.state,
+                older_unread=page.older is not None,
                 limits=self._settings.fold_limits,
                 claims=self._history,
-                queue=self._compaction_queue,
-                now=self._clock(),
+                send=fold_request_sender(self._compaction_queue, command, claimed_at=now),
+                now=now,
             )
         except RetryableError as exc:
             log.warning("clerk.converse_compaction_request_failed", error=str(exc))

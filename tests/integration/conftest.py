@@ -11,6 +11,7 @@ import contextlib
 import json
 import logging
 import os
+import threading
 import urllib.request
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
@@ -38,10 +39,34 @@ CREDENTIALS = {
 def moto_endpoint() -> Iterator[str]:
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
+    with pytest.MonkeyPatch.context() as patch:
+        atomic_conditional_writes(patch)
+        server.start()
+        host, port = server.get_host_and_port()
+        yield f"http://{host}:{port}"
+        server.stop()
+
+
+def atomic_conditional_writes(patch: pytest.MonkeyPatch) -> None:
+    """Make moto's DynamoDB writes atomic, as DynamoDB's are.
+
+    moto checks a write's ConditionExpression and then writes, with no lock in between,
+    while its server answers each request on its own thread: two concurrent claims of one
+    ``state`` item can both pass their condition, which DynamoDB never allows. The race
+    tests are about the worker's conditions, not that gap, so the server's writes are
+    serialised (this server runs in the test process).
+    """
+    from moto.dynamodb.models import DynamoDBBackend
+
+    lock = threading.Lock()
+    for name in ("put_item", "update_item", "delete_item", "transact_write_items"):
+        unlocked = getattr(DynamoDBBackend, name)
+
+        def locked(*args: Any, _unlocked: Any = unlocked, **kwargs: Any) -> Any:
+            with lock:
+                return _unlocked(*args, **kwargs)
+
+        patch.setattr(DynamoDBBackend, name, locked)
 
 
 @dataclass

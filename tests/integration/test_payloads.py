@@ -15,8 +15,8 @@ from tests.integration.conftest import Stack, body_of, running_worker
 from worker.bootstrap import Resources
 from worker.commands import ConverseCommand, encode_body, prompt_payload
 from worker.memory import FoldState, bound_history, render_converse
-from worker.memory.window import WindowLimits
 from worker.payloads import POINTER_CLASS, SIZE_ATTRIBUTE, message_size
+from worker.settings import Settings
 
 pytestmark = pytest.mark.integration
 
@@ -137,7 +137,7 @@ async def test_the_threshold_is_exact(stack: Stack) -> None:
 
     def payload_size(command_id: str, message: str) -> int:
         cmd = ConverseCommand.model_validate(command(command_id, message))
-        window = bound_history([], WindowLimits())
+        window = bound_history([], Settings.at_defaults().window_limits)
         view = render_converse(window, cmd.message, None)
         return message_size(encode_body(prompt_payload(cmd, window, FoldState(), view)))
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -18,8 +19,9 @@ from worker.memory import (
     omission_marker,
     trim_message,
 )
+from worker.settings import Settings
 
-DEFAULTS = WindowLimits()
+DEFAULTS = Settings.at_defaults().window_limits
 MARKER = re.compile(r"\n… (\d+) tokens omitted …\n")
 
 
@@ -134,7 +136,9 @@ def test_leading_assistant_messages_form_an_exchange_of_their_own() -> None:
 
 def test_leading_assistant_messages_that_do_not_fit_are_dropped_together() -> None:
     messages = history(("a", 3900), ("a", 10), *[("u", 10), ("a", 10)] * 6)
-    assert seqs(window_of(messages, WindowLimits(message_max_tokens=4000))) == list(range(3, 15))
+    assert seqs(window_of(messages, replace(DEFAULTS, message_max_tokens=4000))) == list(
+        range(3, 15)
+    )
 
 
 def test_trimmed_messages_are_counted_and_costed_after_trimming() -> None:
@@ -149,11 +153,11 @@ def test_trimmed_messages_are_counted_and_costed_after_trimming() -> None:
 @pytest.mark.parametrize(
     ("limits", "expected_kept"),
     [
-        (WindowLimits(max_tokens=30, max_messages=25, floor_messages=4), 4),
-        (WindowLimits(max_tokens=95, max_messages=25, floor_messages=4), 8),
-        (WindowLimits(max_tokens=100, max_messages=25, floor_messages=4), 10),
-        (WindowLimits(max_tokens=4000, max_messages=5, floor_messages=2), 4),
-        (WindowLimits(max_tokens=4000, max_messages=25, floor_messages=1), 24),
+        (replace(DEFAULTS, max_tokens=30, max_messages=25, floor_messages=4), 4),
+        (replace(DEFAULTS, max_tokens=95, max_messages=25, floor_messages=4), 8),
+        (replace(DEFAULTS, max_tokens=100, max_messages=25, floor_messages=4), 10),
+        (replace(DEFAULTS, max_tokens=4000, max_messages=5, floor_messages=2), 4),
+        (replace(DEFAULTS, max_tokens=4000, max_messages=25, floor_messages=1), 24),
     ],
 )
 def test_the_limits_come_from_the_settings(limits: WindowLimits, expected_kept: int) -> None:
@@ -243,7 +247,10 @@ def test_window_properties(messages: list[HistoryMessage], limits: WindowLimits)
     trimmed = 0
     for kept_message, original in zip(window.messages, originals, strict=True):
         if kept_message.content == original.content:
-            assert estimate_tokens(original.content) <= limits.message_max_tokens
+            # Whole: within its budget, or so little over it that the marker would outweigh
+            # the cut (rule 1: a trim that would not shorten leaves the message whole).
+            within = estimate_tokens(original.content) <= limits.message_max_tokens
+            assert within or not_shortened_by_a_trim(original.content, limits.message_max_tokens)
             continue
         trimmed += 1
         assert_is_trim_of(kept_message.content, original.content, limits.message_max_tokens)
@@ -272,6 +279,13 @@ def test_window_properties(messages: list[HistoryMessage], limits: WindowLimits)
             kept + len(nxt) > limits.max_messages
             or window.estimated_tokens + cost > limits.max_tokens
         )
+
+
+def not_shortened_by_a_trim(original: str, max_tokens: int) -> bool:
+    """A trim keeps at most ``4·H`` characters at each end plus a marker counting at most
+    the whole message: if even that is not shorter, no trim of it is."""
+    keep = 4 * min(400, max_tokens // 2)
+    return len(original) <= 2 * keep + len(omission_marker(estimate_tokens(original)))
 
 
 def assert_is_trim_of(trimmed: str, original: str, max_tokens: int) -> None:
@@ -312,3 +326,46 @@ def test_answers_at_the_end_of_a_page_are_not_mistaken_for_the_conversations_sta
     window = bound_history(reversed(page), DEFAULTS)
     assert window.messages[0].role == "user"
     assert window.oldest_seq == 77
+
+
+# --- edges of the rules as first built ------------------------------------------------------
+
+
+@pytest.mark.parametrize("max_tokens", [1, 2, 10, 100, 600, 804, 805])
+def test_a_trim_never_makes_a_message_longer(max_tokens: int) -> None:
+    """Just over a small budget, head + marker + tail would outweigh the message: it is
+    left whole (rule 1). Further over, the trim shortens it as usual."""
+    just_over = "x" * (4 * max_tokens + 1)
+    assert trim_message(just_over, max_tokens) is just_over
+    far_over = "x" * (8 * max_tokens + 200)
+    assert MARKER.search(trim_message(far_over, max_tokens))
+    assert len(trim_message(far_over, max_tokens)) < len(far_over)
+
+
+def test_above_805_tokens_even_a_message_just_over_the_budget_is_trimmed_shorter() -> None:
+    text = "x" * (4 * 806 + 1)
+    trimmed = trim_message(text, 806)
+    assert MARKER.search(trimmed) and len(trimmed) < len(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(content=contents, max_tokens=st.integers(1, 1200))
+def test_no_trim_is_longer_than_its_message(content: str, max_tokens: int) -> None:
+    assert len(trim_message(content, max_tokens)) <= len(content)
+
+
+def test_a_floor_ending_on_answers_beyond_the_input_asks_for_older_messages() -> None:
+    """One question and 30 answers, of which a page shows the newest 26: the window
+    cannot open on the question it has not seen, and says so; given the whole run, it
+    opens on the question, the floor overriding the message cap."""
+    run = history(("u", 5), *[("a", 5)] * 30)
+    page_only = bound_history(reversed(run[-26:]), DEFAULTS)
+    assert page_only.floor_needs_older
+    whole = window_of(run)
+    assert not whole.floor_needs_older
+    assert seqs(whole) == list(range(1, 32)) and whole.floor_overrode_budget
+
+
+def test_answers_at_the_conversations_start_ask_for_nothing_older() -> None:
+    window = window_of(history(*[("a", 5)] * 12))
+    assert window.kept == 12 and not window.floor_needs_older

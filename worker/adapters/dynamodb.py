@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from worker.adapters.errors import aws_call
@@ -24,10 +24,13 @@ def rfc3339(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def history_page_query(table: str, conversation_id: str, limit: int) -> dict[str, Any]:
+def history_page_query(
+    table: str, conversation_id: str, limit: int, *, older_than: str | None = None
+) -> dict[str, Any]:
     """The Query of one turn: ``state`` (it sorts after every ``msg#``), then the newest
-    messages; ``cmd#`` records and other item kinds fall outside the key range."""
-    return {
+    messages; ``cmd#`` records and other item kinds fall outside the key range. With
+    ``older_than`` (a sort key), the page that continues below that key."""
+    query: dict[str, Any] = {
         "TableName": table,
         "KeyConditionExpression": "pk = :pk AND sk BETWEEN :first AND :state",
         "ExpressionAttributeValues": {
@@ -39,6 +42,9 @@ def history_page_query(table: str, conversation_id: str, limit: int) -> dict[str
         "Limit": limit,
         "ConsistentRead": True,
     }
+    if older_than is not None:
+        query["ExclusiveStartKey"] = {"pk": {"S": conversation_id}, "sk": {"S": older_than}}
+    return query
 
 
 class DynamoHistoryStore:
@@ -48,12 +54,15 @@ class DynamoHistoryStore:
         self._client = client
         self._table = table
 
-    async def load_page(self, conversation_id: str, limit: int) -> HistoryPage:
+    async def load_page(
+        self, conversation_id: str, limit: int, *, older_than: str | None = None
+    ) -> HistoryPage:
         """One Query, newest first: the ``state`` item (it sorts after every ``msg#``), then
-        the newest messages. ``cmd#`` records and other item kinds fall outside the range."""
+        the newest messages (with ``older_than``: the messages below that key). ``older`` is
+        set when DynamoDB stopped at the limit (its ``LastEvaluatedKey``)."""
         with aws_call("dynamodb.Query"):
             response = await self._client.query(
-                **history_page_query(self._table, conversation_id, limit)
+                **history_page_query(self._table, conversation_id, limit, older_than=older_than)
             )
         state = FoldState()
         messages: list[HistoryMessage] = []
@@ -68,32 +77,37 @@ class DynamoHistoryStore:
                 malformed.append(parsed)
             else:
                 messages.append(parsed)
-        return HistoryPage(state=state, messages=tuple(messages), malformed=tuple(malformed))
+        older = response.get("LastEvaluatedKey", {}).get("sk", {}).get("S")
+        return HistoryPage(
+            state=state, messages=tuple(messages), malformed=tuple(malformed), older=older
+        )
 
     async def claim_compaction(
-        self, conversation_id: str, plan: CompactionPlan, *, now: datetime, retry_after: timedelta
+        self, conversation_id: str, plan: CompactionPlan, *, seen: FoldState, now: datetime
     ) -> bool:
-        """Write the request mark on ``state`` only if no other request is pending.
+        """Write ``plan`` as the request mark on ``state`` if the mark is still the one
+        ``seen`` holds; False if another worker moved it first.
 
-        The condition is the pending rule itself, evaluated by DynamoDB: no request yet,
-        or the fold has reached the last one, or the last one is older than the retry
-        period. Two workers racing on one conversation: exactly one write succeeds.
+        When a request is due is decided once, by the pure rule that made ``plan``
+        (:mod:`worker.memory.fold`); the condition only makes that decision stick: of two
+        workers that planned from one state, exactly one write succeeds. It compares the
+        mark's version, a number bumped by every claim, so no time (nor its spelling) is
+        compared here.
         """
+        condition, values = _mark_unchanged(seen)
         with aws_call("dynamodb.UpdateItem"):
             try:
                 await self._client.update_item(
                     TableName=self._table,
                     Key={"pk": {"S": conversation_id}, "sk": {"S": STATE_KEY}},
                     UpdateExpression="SET compaction_requested_through = :through, "
-                    "compaction_requested_at = :now",
-                    ConditionExpression="attribute_not_exists(compaction_requested_through)"
-                    " OR compaction_requested_through <= folded_through"
-                    " OR attribute_not_exists(compaction_requested_at)"
-                    " OR compaction_requested_at < :cutoff",
+                    "compaction_requested_at = :now, compaction_request_version = :claimed",
+                    ConditionExpression=condition,
                     ExpressionAttributeValues={
                         ":through": {"N": str(plan.through)},
                         ":now": {"S": rfc3339(now)},
-                        ":cutoff": {"S": rfc3339(now - retry_after)},
+                        ":claimed": {"N": str(seen.request_version + 1)},
+                        **values,
                     },
                 )
             except self._client.exceptions.ConditionalCheckFailedException:
@@ -101,24 +115,59 @@ class DynamoHistoryStore:
         return True
 
     async def release_compaction(
-        self, conversation_id: str, plan: CompactionPlan, *, claimed_at: datetime
+        self, conversation_id: str, plan: CompactionPlan, *, seen: FoldState, claimed_at: datetime
     ) -> None:
-        """Remove this caller's mark, if it is still the one on ``state``."""
+        """Put back the mark ``seen`` held, if the mark is still this caller's claim."""
+        update, values = _restore_mark(seen)
         with aws_call("dynamodb.UpdateItem"):
             try:
                 await self._client.update_item(
                     TableName=self._table,
                     Key={"pk": {"S": conversation_id}, "sk": {"S": STATE_KEY}},
-                    UpdateExpression="REMOVE compaction_requested_through, compaction_requested_at",
-                    ConditionExpression="compaction_requested_through = :through"
+                    UpdateExpression=update,
+                    ConditionExpression="compaction_request_version = :claimed"
+                    " AND compaction_requested_through = :through"
                     " AND compaction_requested_at = :at",
                     ExpressionAttributeValues={
+                        ":claimed": {"N": str(seen.request_version + 1)},
                         ":through": {"N": str(plan.through)},
                         ":at": {"S": rfc3339(claimed_at)},
+                        **values,
                     },
                 )
             except self._client.exceptions.ConditionalCheckFailedException:
                 return
+
+
+def _mark_unchanged(seen: FoldState) -> tuple[str, dict[str, dict[str, str]]]:
+    """The claim's one condition: the request mark's version is still the one read."""
+    if seen.request_version == 0:
+        return "attribute_not_exists(compaction_request_version)", {}
+    return "compaction_request_version = :seen", {":seen": {"N": str(seen.request_version)}}
+
+
+def _restore_mark(seen: FoldState) -> tuple[str, dict[str, dict[str, str]]]:
+    """The update that puts back the request mark ``seen`` held (removed where it had none)."""
+    previous = {
+        "compaction_requested_through": (
+            {"N": str(seen.requested_through)} if seen.requested_through is not None else None
+        ),
+        "compaction_requested_at": (
+            {"S": rfc3339(seen.requested_at)} if seen.requested_at is not None else None
+        ),
+        "compaction_request_version": (
+            {"N": str(seen.request_version)} if seen.request_version else None
+        ),
+    }
+    kept = [name for name, value in previous.items() if value is not None]
+    gone = [name for name, value in previous.items() if value is None]
+    clauses = []
+    if kept:
+        clauses.append("SET " + ", ".join(f"{name} = :was_{name}" for name in kept))
+    if gone:
+        clauses.append("REMOVE " + ", ".join(gone))
+    values = {f":was_{name}": value for name, value in previous.items() if value is not None}
+    return " ".join(clauses), values
 
 
 def _history_message(item: Mapping[str, Any]) -> HistoryMessage | str:
@@ -159,6 +208,7 @@ def _fold_state(item: Mapping[str, Any]) -> FoldState:
         summary=item.get("fold_summary", {}).get("S"),
         requested_through=number("compaction_requested_through"),
         requested_at=_parse_time(requested_at) if requested_at else None,
+        request_version=number("compaction_request_version") or 0,
     )
 
 

@@ -12,6 +12,7 @@ from worker.memory.fold import (
     FoldLimits,
     FoldState,
     fold_gap,
+    is_pending,
     plan_compaction,
 )
 from worker.memory.tokens import estimate_tokens
@@ -35,6 +36,7 @@ __all__ = [
     "estimate_tokens",
     "fold_gap",
     "is_blank",
+    "is_pending",
     "omission_marker",
     "plan_compaction",
     "render_converse",

@@ -32,6 +32,10 @@ def trim_message(content: str, max_tokens: int) -> str:
     piece) by at most a tenth of its length to land on whitespace, so a word is not
     split where a nearby gap exists. The marker's count is the estimate of exactly
     the characters left out.
+
+    A trim never makes a message longer: when the marker would outweigh the cut (a
+    message just over a small budget, ``max_tokens`` of 805 or less), the message is
+    returned whole.
     """
     if estimate_tokens(content) <= max_tokens:
         return content
@@ -40,7 +44,8 @@ def trim_message(content: str, max_tokens: int) -> str:
     head_end = _head_cut(content, head_chars)
     tail_start = _tail_cut(content, tail_chars)
     omitted = -(-(tail_start - head_end) // CHARS_PER_TOKEN)  # estimate_tokens of the gap
-    return content[:head_end] + omission_marker(omitted) + content[tail_start:]
+    trimmed = content[:head_end] + omission_marker(omitted) + content[tail_start:]
+    return trimmed if len(trimmed) < len(content) else content
 
 
 def _head_cut(content: str, keep: int) -> int:

@@ -5,7 +5,9 @@ Rules, in order (``../shared/CONTRACT.md``, "The window rules"):
 1. TRIM each history message above the per-message budget (:func:`trim_message`).
 2. NEVER trim the current counsel message: it is not history and never enters here.
 3. FLOOR: keep the newest ``floor_messages`` whatever they cost; if the oldest of
-   them is an answer, the edge moves outward to the question it answers.
+   them is an answer, the edge moves outward to the question it answers. When that
+   question lies beyond the input (a run of answers longer than the page read), the
+   window says so (:attr:`Window.floor_needs_older`) and the caller reads further back.
 4. BUDGET: extend backwards one whole exchange (a question and the answers that
    follow it) at a time while the window stays within ``max_messages`` and
    ``max_tokens``. The first exchange that does not fit closes the window.
@@ -37,23 +39,29 @@ class HistoryMessage:
 
 @dataclass(frozen=True, slots=True)
 class WindowLimits:
-    """The window's knobs, as the settings hold them."""
+    """The window's knobs; :class:`worker.settings.Settings` holds their values."""
 
-    max_tokens: int = 4000
-    max_messages: int = 25
-    floor_messages: int = 10
-    message_max_tokens: int = 1000
+    max_tokens: int
+    max_messages: int
+    floor_messages: int
+    message_max_tokens: int
 
 
 @dataclass(frozen=True, slots=True)
 class Window:
-    """What the window kept, oldest first, and what it did to get there."""
+    """What the window kept, oldest first, and what it did to get there.
+
+    ``floor_needs_older``: the floor ends on answers whose question was not in the input
+    (and the input did not reach seq 1), so the window opens on an answer; the caller
+    should read older messages, when there are any, and bound again.
+    """
 
     messages: tuple[HistoryMessage, ...]
     dropped: int
     trimmed: int
     estimated_tokens: int
     floor_overrode_budget: bool
+    floor_needs_older: bool = False
 
     @property
     def kept(self) -> int:
@@ -88,7 +96,7 @@ class _Builder:
             self.tokens += tokens
             self.trimmed += was_trimmed
 
-    def build(self, *, floor_overrode_budget: bool) -> Window:
+    def build(self, *, floor_overrode_budget: bool, floor_needs_older: bool = False) -> Window:
         oldest_first = tuple(reversed(self.messages))
         return Window(
             messages=oldest_first,
@@ -96,6 +104,7 @@ class _Builder:
             trimmed=self.trimmed,
             estimated_tokens=self.tokens,
             floor_overrode_budget=floor_overrode_budget,
+            floor_needs_older=floor_needs_older,
         )
 
 
@@ -104,7 +113,11 @@ def bound_history(newest_first: Iterable[HistoryMessage], limits: WindowLimits) 
     source = iter(newest_first)
     builder = _Builder(limits)
     if not _take_floor(source, builder):
-        return builder.build(floor_overrode_budget=_over_budget(builder))
+        oldest = builder.messages[-1] if builder.messages else None
+        return builder.build(
+            floor_overrode_budget=_over_budget(builder),
+            floor_needs_older=oldest is not None and oldest.role == "assistant" and oldest.seq > 1,
+        )
     floor_overrode_budget = _over_budget(builder)
     if not floor_overrode_budget:
         while _take_exchange(source, builder):
