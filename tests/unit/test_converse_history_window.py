@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.unit.strategies import window_limits
 from worker.memory import (
     HistoryMessage,
     Window,
@@ -182,18 +183,7 @@ def test_reading_stops_once_the_window_is_closed() -> None:
 
 # --- properties over random histories -----------------------------------------------------
 
-limits_strategy = st.builds(
-    lambda floor, extra, tokens, per_message: WindowLimits(
-        max_tokens=tokens,
-        max_messages=floor + extra,
-        floor_messages=floor,
-        message_max_tokens=per_message,
-    ),
-    floor=st.integers(1, 12),
-    extra=st.integers(1, 20),
-    tokens=st.integers(1, 3000),
-    per_message=st.integers(1, 600),
-)
+limits_strategy = window_limits(max_tokens=3000, message_max_tokens=600)
 
 contents = st.one_of(
     st.text(max_size=60),

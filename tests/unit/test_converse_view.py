@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.converse_rules import converse_errors
+from tests.unit.strategies import window_limits
 from worker.commands import ConverseCommand, prompt_payload
 from worker.memory import (
     ConverseView,
@@ -223,18 +224,7 @@ def histories(draw: st.DrawFn) -> list[HistoryMessage]:
     return stored(*[(role, draw(contents)) for role in draw(runs_of_roles())])
 
 
-limits_strategy = st.builds(
-    lambda floor, extra, tokens, per_message: WindowLimits(
-        max_tokens=tokens,
-        max_messages=floor + extra,
-        floor_messages=floor,
-        message_max_tokens=per_message,
-    ),
-    floor=st.integers(1, 12),
-    extra=st.integers(1, 20),
-    tokens=st.integers(1, 4000),
-    per_message=st.integers(1, 1000),
-)
+limits_strategy = window_limits(max_tokens=4000, message_max_tokens=1000)
 
 currents = st.one_of(
     st.text(min_size=1).filter(lambda t: not t.isspace()),

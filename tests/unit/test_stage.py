@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -13,6 +12,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import captured_logs, settings
+from tests.unit.fakes import MemoryQueue
 from worker.errors import StoreUnavailable
 from worker.memory import FoldState, HistoryMessage
 from worker.outcomes import Done, Rejected, Retry
@@ -95,30 +95,6 @@ class MemoryHistory:
 
     async def release_compaction(self, *args: object, **kwargs: object) -> None:
         return None
-
-
-@dataclass
-class MemoryQueue:
-    sent: list[dict[str, Any]] = field(default_factory=list)
-    error: Exception | None = None
-    gate: asyncio.Event | None = None  # if given, a send waits for it
-    reached: asyncio.Event = field(default_factory=asyncio.Event)  # a send has begun
-
-    async def send(
-        self,
-        body: str,
-        *,
-        group_id: str,
-        deduplication_id: str,
-        attributes: Mapping[str, str | int] | None = None,
-    ) -> str:
-        self.reached.set()
-        if self.gate is not None:
-            await self.gate.wait()
-        if self.error is not None:
-            raise self.error
-        self.sent.append(json.loads(body))
-        return f"id-{len(self.sent)}"
 
 
 class NoObjects:

@@ -8,8 +8,6 @@ claim is a conditional write on the request mark's version.
 from __future__ import annotations
 
 import asyncio
-import json
-from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -17,6 +15,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import captured_logs
+from tests.unit.fakes import MemoryQueue
 from worker.commands import ConverseCommand
 from worker.errors import StoreUnavailable
 from worker.memory import CompactionPlan, FoldState, HistoryMessage, Role
@@ -24,6 +23,8 @@ from worker.memory.compaction import maybe_enqueue_compaction
 from worker.ports import CommandClaim, HistoryPage
 from worker.settings import Settings
 from worker.stage import ConverseStage
+
+UNREACHABLE = StoreUnavailable("sqs.SendMessage: the endpoint did not answer")
 
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 SETTINGS = Settings.at_defaults()
@@ -88,25 +89,6 @@ class FakeHistory:
             )
 
 
-@dataclass
-class FakeQueue:
-    sent: list[str] = field(default_factory=list)
-    fail: bool = False
-
-    async def send(
-        self,
-        body: str,
-        *,
-        group_id: str,
-        deduplication_id: str,
-        attributes: Mapping[str, str | int] | None = None,
-    ) -> str:
-        if self.fail:
-            raise StoreUnavailable("sqs.SendMessage: the endpoint did not answer")
-        self.sent.append(body)
-        return f"m-{len(self.sent)}"
-
-
 class NoLedger:
     async def begin(self, *_: Any, **__: Any) -> CommandClaim:
         return CommandClaim(state="started")
@@ -129,7 +111,7 @@ class NoObjects:
         raise AssertionError("nothing is offloaded in these tests")
 
 
-def stage_over(history: FakeHistory, model: FakeQueue, compaction: FakeQueue) -> ConverseStage:
+def stage_over(history: FakeHistory, model: MemoryQueue, compaction: MemoryQueue) -> ConverseStage:
     return ConverseStage(
         history=history,
         ledger=NoLedger(),
@@ -158,10 +140,10 @@ async def test_a_run_of_answers_longer_than_the_page_still_opens_on_its_question
     history = FakeHistory(state=FoldState())
     history.append(("user", "Summarise the agreement, part by part."))
     history.append(*[("assistant", f"Part {i}.") for i in range(30)])
-    model = FakeQueue()
+    model = MemoryQueue()
     with captured_logs() as logs:
-        await stage_over(history, model, FakeQueue()).forward(COMMAND)
-    [payload] = [json.loads(body) for body in model.sent]
+        await stage_over(history, model, MemoryQueue()).forward(COMMAND)
+    [payload] = model.sent
     assert [m["seq"] for m in payload["history"]] == list(range(1, 32))
     assert payload["history"][0]["role"] == "user"
     assert len(history.queries) == 2
@@ -174,9 +156,9 @@ async def test_a_run_of_answers_is_read_no_further_than_its_question() -> None:
     history.append(*[("user", "q"), ("assistant", "a")] * 20)  # seqs 1-40
     history.append(("user", "Summarise the agreement."))
     history.append(*[("assistant", f"Part {i}.") for i in range(60)])  # seqs 42-101
-    model = FakeQueue()
-    await stage_over(history, model, FakeQueue()).forward(COMMAND)
-    [payload] = [json.loads(body) for body in model.sent]
+    model = MemoryQueue()
+    await stage_over(history, model, MemoryQueue()).forward(COMMAND)
+    [payload] = model.sent
     assert payload["history"][0] == {
         "seq": 41,
         "role": "user",
@@ -188,9 +170,9 @@ async def test_a_run_of_answers_is_read_no_further_than_its_question() -> None:
 async def test_a_turn_costs_one_query_when_the_floor_opens_on_a_question() -> None:
     history = FakeHistory(state=FoldState(folded_through=40, summary="folded"))
     history.append(*[("user", "q"), ("assistant", "a")] * 100)
-    model = FakeQueue()
+    model = MemoryQueue()
     with captured_logs() as logs:
-        await stage_over(history, model, FakeQueue()).forward(COMMAND)
+        await stage_over(history, model, MemoryQueue()).forward(COMMAND)
     assert history.queries == [None]
     [bounded] = events(logs, "clerk.converse_history_window_bounded")
     assert bounded["extra_queries"] == 0
@@ -201,17 +183,17 @@ async def test_answers_that_reach_the_conversations_start_need_no_further_read()
     short page, so nothing more is read."""
     history = FakeHistory()
     history.append(*[("assistant", "Hello.")] * 12)
-    model = FakeQueue()
-    await stage_over(history, model, FakeQueue()).forward(COMMAND)
+    model = MemoryQueue()
+    await stage_over(history, model, MemoryQueue()).forward(COMMAND)
     assert history.queries == [None]
-    assert len(json.loads(model.sent[0])["history"]) == 12
+    assert len(model.sent[0]["history"]) == 12
 
 
 async def test_the_fold_gap_warning_names_the_unfolded_seqs_the_window_dropped() -> None:
     history = FakeHistory(state=FoldState(folded_through=4, summary="folded"))
     history.append(*[("user", "q" * 400), ("assistant", "a" * 4000)] * 20)
     with captured_logs() as logs:
-        await stage_over(history, FakeQueue(), FakeQueue()).forward(COMMAND)
+        await stage_over(history, MemoryQueue(), MemoryQueue()).forward(COMMAND)
     [gap] = events(logs, "clerk.converse_history_fold_gap")
     assert (gap["first_seq"], gap["last_seq"], gap["unfolded_dropped"]) == (5, 30, 26)
     assert gap["log_level"] == "warning"
@@ -226,8 +208,8 @@ async def test_a_failed_send_of_a_fold_request_releases_the_claim() -> None:
     history = FakeHistory(state=FoldState())
     history.append(*[("user", "q"), ("assistant", "a")] * 10)
     page = await history.load_page("matter-1", SETTINGS.history_page_size)
-    compaction = FakeQueue(fail=True)
-    stage = stage_over(history, FakeQueue(), compaction)
+    compaction = MemoryQueue(error=UNREACHABLE)
+    stage = stage_over(history, MemoryQueue(), compaction)
     with captured_logs() as logs:
         await stage.request_fold(COMMAND, page)
     assert history.claims == [20]
@@ -235,9 +217,9 @@ async def test_a_failed_send_of_a_fold_request_releases_the_claim() -> None:
     [failed] = events(logs, "clerk.converse_compaction_request_failed")
     assert "did not answer" in failed["error"]
 
-    compaction.fail = False
+    compaction.error = None
     await stage.request_fold(COMMAND, await history.load_page("matter-1", 27))
-    [request] = [json.loads(body) for body in compaction.sent]
+    [request] = compaction.sent
     assert (request["folded_through"], request["through"]) == (0, 20)
     assert history.state is not None and history.state.requested_through == 20
 
@@ -271,8 +253,8 @@ async def test_two_workers_that_planned_from_one_state_send_one_request() -> Non
     history.append(*[("user", "q"), ("assistant", "a")] * 10)
     first = await history.load_page("matter-1", 27)
     second = await history.load_page("matter-1", 27)
-    compaction = FakeQueue()
-    stage = stage_over(history, FakeQueue(), compaction)
+    compaction = MemoryQueue()
+    stage = stage_over(history, MemoryQueue(), compaction)
     await stage.request_fold(COMMAND, first)
     await stage.request_fold(replace_command("c-2"), second)
     assert len(compaction.sent) == 1
@@ -282,14 +264,14 @@ async def test_requests_pipeline_while_the_fold_lags() -> None:
     """GIVEN a compactor that never answers, WHEN the tail keeps growing, THEN a request
     leaves for each new stretch of twelve messages, each above the last."""
     history = FakeHistory(state=FoldState())
-    compaction = FakeQueue()
-    stage = stage_over(history, FakeQueue(), compaction)
+    compaction = MemoryQueue()
+    stage = stage_over(history, MemoryQueue(), compaction)
     for turn in range(1, 31):
         history.append(("user", f"q{turn}"), ("assistant", f"a{turn}"))
         await stage.request_fold(replace_command(f"c-{turn}"), await history.load_page("m", 27))
-    throughs = [json.loads(body)["through"] for body in compaction.sent]
+    throughs = [body["through"] for body in compaction.sent]
     assert throughs == [12, 24, 36, 48, 60]
-    assert {json.loads(body)["folded_through"] for body in compaction.sent} == {0}
+    assert {body["folded_through"] for body in compaction.sent} == {0}
 
 
 def replace_command(command_id: str) -> ConverseCommand:
