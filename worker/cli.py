@@ -7,7 +7,9 @@ import asyncio
 import os
 import signal
 import sys
+import time
 from collections.abc import Sequence
+from pathlib import Path
 
 from worker.bootstrap import Resources, create_resources
 from worker.errors import ConfigError, StoreUnavailable
@@ -15,6 +17,7 @@ from worker.logs import configure_logging
 from worker.settings import load_settings
 
 EXIT_CONFIG = 2
+EXIT_UNHEALTHY = 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -32,6 +35,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     send.add_argument("--conversation", required=True, help="the conversation (matter) id")
     send.add_argument("--command-id", help="the idempotency key (default: a new UUID)")
     send.add_argument("message", help="counsel's message")
+    health = commands.add_parser(
+        "health", help="exit 0 if a running worker's loops beat within their bounds (probe)"
+    )
+    health.add_argument("--file", help="the health file (default: HEALTH_FILE, or its default)")
     dlq = commands.add_parser("dlq", help="the converse queue's dead-letter queue")
     dlq_commands = dlq.add_subparsers(dest="dlq_command", required=True)
     inspect = dlq_commands.add_parser("inspect", help="counts by reason and age; never bodies")
@@ -47,6 +54,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "run":
             return _run()
+        if args.command == "health":
+            return _health(args.file)
         if args.command == "bootstrap":
             resources = Resources(prefix=args.prefix, fifo_model_queue=args.fifo_model_queue)
             for name, value in asyncio.run(_bootstrap(resources)).items():
@@ -83,6 +92,17 @@ def _run() -> int:
 
     asyncio.run(consume())
     return 0
+
+
+def _health(path: str | None) -> int:
+    """The liveness probe: reads only the health file, so it needs none of the settings."""
+    from worker.health import DEFAULT_HEALTH_FILE, check
+
+    healthy, line = check(
+        Path(path or os.environ.get("HEALTH_FILE") or DEFAULT_HEALTH_FILE), time.time()
+    )
+    print(line, file=sys.stdout if healthy else sys.stderr)
+    return 0 if healthy else EXIT_UNHEALTHY
 
 
 async def _bootstrap(resources: Resources) -> dict[str, str]:

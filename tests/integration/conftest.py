@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from moto.server import ThreadedMotoServer
+from opentelemetry.trace import TracerProvider
 
 from tests.converse_rules import assert_model_ready
 from worker.adapters.dynamodb import STATE_KEY, message_key
@@ -41,6 +42,7 @@ def moto_endpoint() -> Iterator[str]:
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     with pytest.MonkeyPatch.context() as patch:
         atomic_conditional_writes(patch)
+        batch_entries_keep_their_trace_header(patch)
         server.start()
         host, port = server.get_host_and_port()
         yield f"http://{host}:{port}"
@@ -69,6 +71,29 @@ def atomic_conditional_writes(patch: pytest.MonkeyPatch) -> None:
         patch.setattr(DynamoDBBackend, name, locked)
 
 
+def batch_entries_keep_their_trace_header(patch: pytest.MonkeyPatch) -> None:
+    """Keep each SendMessageBatch entry's ``AWSTraceHeader``, as SQS does.
+
+    moto 5.2 keeps ``MessageSystemAttributes`` on SendMessage only and drops them from batch
+    entries, and the worker sends its prompts in batches. LocalStack's SQS keeps them
+    (``test_localstack.py`` checks it there without this patch).
+    """
+    from moto.sqs.models import SQSBackend
+
+    unpatched = SQSBackend.send_message_batch
+
+    def send_message_batch(self: Any, queue_name: str, entries: dict[str, Any]) -> Any:
+        messages, failed = unpatched(self, queue_name, entries)
+        by_id = {entry["Id"]: entry for entry in entries.values()}
+        for message in messages:
+            system = by_id[message.user_id].get("MessageSystemAttributes")
+            if system:
+                message.system_attributes = system
+        return messages, failed
+
+    patch.setattr(SQSBackend, "send_message_batch", send_message_batch)
+
+
 @dataclass
 class Stack:
     """The bootstrapped resources and clients for one test."""
@@ -82,14 +107,17 @@ class Stack:
 
     def settings(self, **overrides: Any) -> Settings:
         values: dict[str, Any] = {name.lower(): value for name, value in self.env.items()}
-        values.update(receive_wait_seconds=1, shutdown_grace_seconds=5.0)
+        # No health file unless a test asks: tests run workers side by side.
+        values.update(receive_wait_seconds=1, shutdown_grace_seconds=5.0, health_file="")
         values.update(overrides)
         return Settings(**values)
 
     def process_env(self, **extra: str) -> dict[str, str]:
         """Environment for a ``worker run`` subprocess pointed at this stack."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-        env.update(CREDENTIALS, AWS_ENDPOINT_URL=self.endpoint, RECEIVE_WAIT_SECONDS="1")
+        env.update(
+            CREDENTIALS, AWS_ENDPOINT_URL=self.endpoint, RECEIVE_WAIT_SECONDS="1", HEALTH_FILE=""
+        )
         env.update(self.env)
         env.update(extra)
         return env
@@ -164,6 +192,7 @@ class Stack:
                 MaxNumberOfMessages=10,
                 WaitTimeSeconds=1,
                 MessageAttributeNames=["All"],
+                MessageSystemAttributeNames=["AWSTraceHeader"],
             )
             messages = response.get("Messages", [])
             for message in messages:
@@ -234,10 +263,12 @@ async def stack(fresh_moto: str, monkeypatch: pytest.MonkeyPatch) -> AsyncIterat
 
 
 @contextlib.asynccontextmanager
-async def running_worker(settings: Settings) -> AsyncIterator[asyncio.Event]:
+async def running_worker(
+    settings: Settings, *, tracer_provider: TracerProvider | None = None
+) -> AsyncIterator[asyncio.Event]:
     """The real worker in this event loop; leaving the block stops it and waits for the drain."""
     stopping = asyncio.Event()
-    task = asyncio.create_task(run_worker(settings, stopping))
+    task = asyncio.create_task(run_worker(settings, stopping, tracer_provider=tracer_provider))
     try:
         yield stopping
     finally:
