@@ -87,9 +87,13 @@ class HealthFile:
                 for loop, silent in self._liveness.silences().items()
             },
         }
-        scratch = self._path.with_name(f"{self._path.name}.{os.getpid()}.tmp")
-        scratch.write_text(json.dumps(record), encoding="utf-8")
-        os.replace(scratch, self._path)
+        # A new file of a name no one can guess, then renamed over the old one: the probe
+        # never reads half a file, and nothing planted in a shared /tmp is written through.
+        with tempfile.NamedTemporaryFile(
+            "w", dir=self._path.parent, prefix=f".{self._path.name}.", delete=False
+        ) as scratch:
+            scratch.write(json.dumps(record))
+        os.replace(scratch.name, self._path)
 
     async def run(self, done: asyncio.Event) -> None:
         try:
