@@ -28,6 +28,7 @@ agent's socket, and the stream is injected so tests read what was written.
 from __future__ import annotations
 
 import asyncio
+import math
 import sys
 import time
 from collections import Counter, defaultdict
@@ -151,8 +152,15 @@ def emf_documents(tally: Tally, dimensions: Mapping[str, str], timestamp: dateti
     for name, unit in COUNTERS.items():
         context.put_metric(name, tally.counts.get(name, 0), unit)
     for name, unit in DISTRIBUTIONS.items():
-        for value in tally.values.get(name, ()):
-            context.put_metric(name, value, unit)
+        values = tally.values.get(name)
+        if not values:
+            continue
+        # The library validates one value per call (about 2 µs each); ours are all computed
+        # the same way, so the first is validated and the rest checked finite in bulk.
+        if not all(map(math.isfinite, values)):
+            raise ValueError(f"{name}: a value is not finite")
+        context.put_metric(name, values[0], unit)
+        context.metrics[name].values.extend(values[1:])
     documents = LogSerializer.serialize(context)
     for kind, count in sorted(tally.rejected.items()):
         by_kind = _context({**dimensions, REASON_DIMENSION: kind}, timestamp)

@@ -14,6 +14,8 @@ distro, or code) makes the turn a real span, exported wherever that SDK sends sp
 
 from __future__ import annotations
 
+from contextvars import ContextVar, Token
+
 from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.propagators.aws import AwsXRayPropagator
@@ -22,6 +24,8 @@ from opentelemetry.propagators.aws import AwsXRayPropagator
 _CARRIER_KEY = "X-Amzn-Trace-Id"
 _PROPAGATOR = AwsXRayPropagator()
 INSTRUMENTATION_NAME = "mira.converse_stage"
+#: The header of the turn under way, formatted once for all its sends.
+_PINNED: ContextVar[str | None] = ContextVar("converse_outbound_trace_header", default=None)
 
 
 def get_tracer(provider: trace.TracerProvider | None = None) -> trace.Tracer:
@@ -42,9 +46,21 @@ def inbound_context(trace_header: str | None) -> Context | None:
 def outbound_trace_header() -> str | None:
     """The ``AWSTraceHeader`` a message sent now should carry: the current span's Root and
     id; None outside any trace."""
+    pinned = _PINNED.get()
+    if pinned is not None:
+        return pinned
     carrier: dict[str, str] = {}
     _PROPAGATOR.inject(carrier)
     return carrier.get(_CARRIER_KEY)
+
+
+def pin_outbound_trace_header() -> Token[str | None]:
+    """Format the current span's header once: every send until :func:`unpin` carries it."""
+    return _PINNED.set(outbound_trace_header())
+
+
+def unpin(token: Token[str | None]) -> None:
+    _PINNED.reset(token)
 
 
 def xray_trace_id(span_context: trace.SpanContext) -> str | None:
