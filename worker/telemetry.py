@@ -17,6 +17,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
 from opentelemetry import trace
+from opentelemetry.context import Context
 from structlog.contextvars import bind_contextvars, reset_contextvars
 
 from worker import metrics as m
@@ -136,7 +137,7 @@ class Telemetry:
         queue_name: str = "converse",
     ) -> None:
         self._metrics = metrics
-        self._tracer = tracer or get_tracer()
+        self._tracer = tracer if tracer is not None else get_tracer()
         self._clock = clock or LoopClock()
         self._wall = wall
         self._queue_name = queue_name
@@ -151,32 +152,51 @@ class Telemetry:
     def turn(self, message: ReceivedMessage, received_at: float) -> Iterator[Turn]:
         """The span of one turn, current while the message is handled; its trace id bound
         to every log line meanwhile."""
-        with self._tracer.start_as_current_span(
-            self._span_name,
-            context=inbound_context(message.trace_header),
-            kind=trace.SpanKind.CONSUMER,
-            attributes={
-                "messaging.system": "aws_sqs",
-                "messaging.operation.type": "process",
-                "messaging.destination.name": self._queue_name,
-                "messaging.message.id": message.message_id,
-                "converse.receive_count": message.receive_count,
-            },
-            record_exception=False,  # an exception's text may quote a request
-            set_status_on_exception=False,
-        ) as span:
-            turn = Turn(self._metrics, span, self._clock, received_at)
-            token = _TURN.set(turn)
-            pinned = pin_outbound_trace_header()
-            trace_id = xray_trace_id(span.get_span_context())
-            bound = bind_contextvars(trace_id=trace_id) if trace_id else None
-            try:
+        parent = inbound_context(message.trace_header)
+        if self._tracer is None:
+            # No SDK: no span would be recorded (the API's no-op tracer hands back the
+            # inbound context's span). Skip its machinery; the inbound context is the turn's.
+            span = trace.get_current_span(parent) if parent is not None else trace.INVALID_SPAN
+            with self._within(span, parent, received_at) as turn:
                 yield turn
-            finally:
-                if bound is not None:
-                    reset_contextvars(**bound)
-                unpin(pinned)
-                _TURN.reset(token)
+            return
+        attributes = {
+            "messaging.system": "aws_sqs",
+            "messaging.operation.type": "process",
+            "messaging.destination.name": self._queue_name,
+            "messaging.message.id": message.message_id,
+            "converse.receive_count": message.receive_count,
+        }
+        with (
+            self._tracer.start_as_current_span(
+                self._span_name,
+                context=parent,
+                kind=trace.SpanKind.CONSUMER,
+                attributes=attributes,
+                record_exception=False,  # an exception's text may quote a request
+                set_status_on_exception=False,
+            ) as span,
+            self._within(span, None, received_at) as turn,
+        ):
+            yield turn
+
+    @contextmanager
+    def _within(
+        self, span: trace.Span, context: Context | None, received_at: float
+    ) -> Iterator[Turn]:
+        """The turn current, the header its sends carry formatted once, its trace id bound."""
+        turn = Turn(self._metrics, span, self._clock, received_at)
+        token = _TURN.set(turn)
+        pinned = pin_outbound_trace_header(context)
+        trace_id = xray_trace_id(span.get_span_context())
+        bound = bind_contextvars(trace_id=trace_id) if trace_id else None
+        try:
+            yield turn
+        finally:
+            if bound is not None:
+                reset_contextvars(**bound)
+            unpin(pinned)
+            _TURN.reset(token)
 
 
 # -- the hooks: each reports into the current turn, if any -----------------------------------

@@ -24,12 +24,17 @@ from opentelemetry.propagators.aws import AwsXRayPropagator
 _CARRIER_KEY = "X-Amzn-Trace-Id"
 _PROPAGATOR = AwsXRayPropagator()
 INSTRUMENTATION_NAME = "mira.converse_stage"
-#: The header of the turn under way, formatted once for all its sends.
-_PINNED: ContextVar[str | None] = ContextVar("converse_outbound_trace_header", default=None)
+#: The header of the turn under way, formatted once for all its sends (a 1-tuple: a turn
+#: outside any trace pins None).
+_PINNED: ContextVar[tuple[str | None] | None] = ContextVar("converse_outbound_trace_header")
 
 
-def get_tracer(provider: trace.TracerProvider | None = None) -> trace.Tracer:
-    """The stage's tracer: from ``provider``, or the global one (a no-op until an SDK is set)."""
+def get_tracer(provider: trace.TracerProvider | None = None) -> trace.Tracer | None:
+    """The stage's tracer: from ``provider``, else from the global one; None when no SDK is
+    set up by now (SDKs are set up at process start, before the worker runs), so a turn
+    can skip span machinery that would record nothing."""
+    if provider is None and isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+        return None
     return trace.get_tracer(INSTRUMENTATION_NAME, tracer_provider=provider)
 
 
@@ -46,20 +51,25 @@ def inbound_context(trace_header: str | None) -> Context | None:
 def outbound_trace_header() -> str | None:
     """The ``AWSTraceHeader`` a message sent now should carry: the current span's Root and
     id; None outside any trace."""
-    pinned = _PINNED.get()
+    pinned = _PINNED.get(None)
     if pinned is not None:
-        return pinned
+        return pinned[0]
+    return header_of(None)
+
+
+def header_of(context: Context | None) -> str | None:
+    """The header that continues the span current in ``context`` (None: the current one)."""
     carrier: dict[str, str] = {}
-    _PROPAGATOR.inject(carrier)
+    _PROPAGATOR.inject(carrier, context=context)
     return carrier.get(_CARRIER_KEY)
 
 
-def pin_outbound_trace_header() -> Token[str | None]:
-    """Format the current span's header once: every send until :func:`unpin` carries it."""
-    return _PINNED.set(outbound_trace_header())
+def pin_outbound_trace_header(context: Context | None) -> Token[tuple[str | None] | None]:
+    """Format ``context``'s header once: every send until :func:`unpin` carries it."""
+    return _PINNED.set((header_of(context),))
 
 
-def unpin(token: Token[str | None]) -> None:
+def unpin(token: Token[tuple[str | None] | None]) -> None:
     _PINNED.reset(token)
 
 
