@@ -21,6 +21,7 @@ import pytest
 from moto.server import ThreadedMotoServer
 from opentelemetry.trace import TracerProvider
 
+from bench.moto_server import batch_entries_keep_their_trace_header
 from tests.converse_rules import assert_model_ready
 from worker.adapters.dynamodb import STATE_KEY, message_key
 from worker.bootstrap import Resources, create_resources, dead_letter_name
@@ -42,7 +43,7 @@ def moto_endpoint() -> Iterator[str]:
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     with pytest.MonkeyPatch.context() as patch:
         atomic_conditional_writes(patch)
-        batch_entries_keep_their_trace_header(patch)
+        batch_entries_keep_their_trace_header(patch.setattr)
         server.start()
         host, port = server.get_host_and_port()
         yield f"http://{host}:{port}"
@@ -69,29 +70,6 @@ def atomic_conditional_writes(patch: pytest.MonkeyPatch) -> None:
                 return _unlocked(*args, **kwargs)
 
         patch.setattr(DynamoDBBackend, name, locked)
-
-
-def batch_entries_keep_their_trace_header(patch: pytest.MonkeyPatch) -> None:
-    """Keep each SendMessageBatch entry's ``AWSTraceHeader``, as SQS does.
-
-    moto 5.2 keeps ``MessageSystemAttributes`` on SendMessage only and drops them from batch
-    entries, and the worker sends its prompts in batches. LocalStack's SQS keeps them
-    (``test_localstack.py`` checks it there without this patch).
-    """
-    from moto.sqs.models import SQSBackend
-
-    unpatched = SQSBackend.send_message_batch
-
-    def send_message_batch(self: Any, queue_name: str, entries: dict[str, Any]) -> Any:
-        messages, failed = unpatched(self, queue_name, entries)
-        by_id = {entry["Id"]: entry for entry in entries.values()}
-        for message in messages:
-            system = by_id[message.user_id].get("MessageSystemAttributes")
-            if system:
-                message.system_attributes = system
-        return messages, failed
-
-    patch.setattr(SQSBackend, "send_message_batch", send_message_batch)
 
 
 @dataclass
