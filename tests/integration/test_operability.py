@@ -239,7 +239,10 @@ async def test_an_idle_worker_passes_its_liveness_probe_and_a_stopped_one_fails(
 
 
 async def test_a_wedged_receive_loop_fails_the_probe_within_its_bound(
-    stack: Stack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    stack: Stack,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    reliability_report: dict[str, Any],
 ) -> None:
     """GIVEN a worker whose receive never returns (a black-holed connection, injected),
     THEN `worker health` passes at first and fails once the loop has been silent for
@@ -266,3 +269,6 @@ async def test_a_wedged_receive_loop_fails_the_probe_within_its_bound(
     assert first.returncode == 0, first.stderr
     assert probe.stderr.startswith("unhealthy: the receive loop has been silent for ")
     assert 4 <= failed_after < 4 + 3  # the bound, plus a probe's start-up
+    reliability_report["worker health after a wedged receive (bound 4 s)"] = {
+        "failed_after_seconds": round(failed_after, 2)
+    }
