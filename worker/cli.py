@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
-import signal
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from worker.bootstrap import Resources, create_resources
 from worker.errors import ConfigError, StoreUnavailable
-from worker.logs import configure_logging
-from worker.settings import load_settings
+
+if TYPE_CHECKING:
+    from worker.bootstrap import Resources
 
 EXIT_CONFIG = 2
 EXIT_UNHEALTHY = 1
@@ -56,7 +55,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _run()
         if args.command == "health":
             return _health(args.file)
+        import asyncio  # here: the probe above should not pay for it
+
         if args.command == "bootstrap":
+            from worker.bootstrap import Resources
+
             resources = Resources(prefix=args.prefix, fifo_model_queue=args.fifo_model_queue)
             for name, value in asyncio.run(_bootstrap(resources)).items():
                 print(f"{name}={value}")
@@ -78,6 +81,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run() -> int:
+    import asyncio
+    import signal
+
+    from worker.logs import configure_logging
+    from worker.settings import load_settings
+
     settings = load_settings()
     configure_logging(settings.log_format)
 
@@ -95,8 +104,9 @@ def _run() -> int:
 
 
 def _health(path: str | None) -> int:
-    """The liveness probe: reads only the health file, so it needs none of the settings."""
-    from worker.health import DEFAULT_HEALTH_FILE, check
+    """The liveness probe: reads only the health file, so it needs none of the settings (and
+    imports next to nothing: it runs every 30 s on the worker's CPU)."""
+    from worker.probe import DEFAULT_HEALTH_FILE, check
 
     healthy, line = check(
         Path(path or os.environ.get("HEALTH_FILE") or DEFAULT_HEALTH_FILE), time.time()
@@ -106,6 +116,7 @@ def _health(path: str | None) -> int:
 
 
 async def _bootstrap(resources: Resources) -> dict[str, str]:
+    from worker.bootstrap import create_resources
     from worker.runtime import aws_clients
 
     region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"

@@ -24,7 +24,7 @@ from typing import Protocol
 from structlog.contextvars import bound_contextvars
 
 from worker.batching import MAX_BATCH
-from worker.health import LEASE_HEARTBEAT, RECEIVE_LOOP, Liveness
+from worker.health import Liveness
 from worker.leases import Leases
 from worker.logs import get_logger, log_failure
 from worker.outcomes import Done, Outcome, Outcomes, Retry
@@ -35,6 +35,7 @@ from worker.policy import (
     ConsumerPolicy,
 )
 from worker.ports import MessageSender, MessageSource, ReceivedMessage
+from worker.probe import LEASE_HEARTBEAT, RECEIVE_LOOP
 from worker.telemetry import Telemetry
 from worker.timing import (
     Clock,

@@ -6,7 +6,7 @@ queue beats too) and the lease heartbeat at each of its beats. A beat is a float
 Every few seconds the worker writes the age of each loop's last beat to ``HEALTH_FILE``;
 ``worker health`` (the container's liveness probe) reads it and fails when a loop has been
 silent past its bound, or when the file itself is that old: an event loop that is blocked
-writes nothing.
+writes nothing (:mod:`worker.probe` is that reading side).
 
 Bounds: ``HEALTH_MAX_SILENCE_SECONDS`` for the receive loop; for the heartbeat, that or three
 of its periods (a third of the visibility timeout each), whichever is longer.
@@ -19,19 +19,15 @@ import json
 import os
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from worker.logs import log_failure
+from worker.probe import LEASE_HEARTBEAT, LOOPS, RECEIVE_LOOP
 from worker.timing import Clock, sleep_unless
 
-RECEIVE_LOOP = "receive_loop"
-LEASE_HEARTBEAT = "lease_heartbeat"
-LOOPS = (RECEIVE_LOOP, LEASE_HEARTBEAT)
 #: The longest the file waits between writes (a quarter of a shorter bound).
 WRITE_SECONDS = 5.0
-DEFAULT_HEALTH_FILE = str(Path(tempfile.gettempdir()) / "mira-converse-worker.health")
 
 
 class Liveness:
@@ -106,37 +102,3 @@ class HealthFile:
                     return
         finally:
             self._path.unlink(missing_ok=True)
-
-
-def problems(record: Mapping[str, Any], now: float) -> list[str]:
-    """What is wrong with a worker whose health file says ``record``, at ``now``; [] if
-    nothing is."""
-    loops: Mapping[str, Mapping[str, float]] = record["loops"]
-    written_for = now - float(record["written_at"])
-    found = []
-    if written_for > min(float(loop["bound"]) for loop in loops.values()):
-        found.append(f"the health file was last written {written_for:.0f} s ago")
-    for name, loop in loops.items():
-        silent, bound = now - float(loop["beat_at"]), float(loop["bound"])
-        if silent > bound:
-            what = name.replace("_", " ")
-            found.append(f"the {what} has been silent for {silent:.0f} s (bound {bound:g} s)")
-    return found
-
-
-def check(path: Path, now: float) -> tuple[bool, str]:
-    """``worker health``: healthy or not, and one line saying why."""
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-        found = problems(record, now)
-        ages = ", ".join(
-            f"{name.replace('_', ' ')} {now - float(loop['beat_at']):.0f} s ago"
-            for name, loop in record["loops"].items()
-        )
-    except FileNotFoundError:
-        return False, f"unhealthy: no health file at {path}: the worker is not running"
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        return False, f"unhealthy: cannot read {path} ({type(exc).__name__})"
-    if found:
-        return False, "unhealthy: " + "; ".join(found)
-    return True, f"healthy: {ages}"

@@ -20,7 +20,7 @@ from worker.adapters.s3 import S3ObjectStore
 from worker.adapters.sqs import BatchingSender, QueueDescription, SqsQueue
 from worker.consumer import Consumer
 from worker.errors import ConfigError, StoreUnavailable
-from worker.health import RECEIVE_LOOP, HealthFile, Liveness
+from worker.health import HealthFile, Liveness
 from worker.logs import get_logger
 from worker.metrics import (
     LIVENESS_FAILURES,
@@ -34,6 +34,7 @@ from worker.metrics import (
 from worker.payloads import OffloadingSender
 from worker.policy import RECEIVE_BACKOFF
 from worker.ports import MessageSender
+from worker.probe import RECEIVE_LOOP
 from worker.settings import Settings
 from worker.stage import ConverseStage
 from worker.telemetry import Telemetry

@@ -9,9 +9,9 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from worker.errors import ConfigError
-from worker.health import DEFAULT_HEALTH_FILE
 from worker.memory import FoldLimits, WindowLimits
 from worker.policy import RECEIVE_RETURN_MARGIN_SECONDS, ConsumerPolicy
+from worker.probe import DEFAULT_HEALTH_FILE
 
 
 class Settings(BaseSettings):

@@ -160,7 +160,7 @@ class Telemetry:
             with self._within(span, parent, received_at) as turn:
                 yield turn
             return
-        attributes = {
+        attributes: dict[str, str | int] = {
             "messaging.system": "aws_sqs",
             "messaging.operation.type": "process",
             "messaging.destination.name": self._queue_name,

@@ -6,21 +6,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from tests.unit.clock import FakeClock
 from tests.unit.test_consumer import Run, messages, policy
-from worker.health import (
-    LEASE_HEARTBEAT,
-    RECEIVE_LOOP,
-    HealthFile,
-    Liveness,
-    check,
-    problems,
-)
+from worker.health import HealthFile, Liveness
 from worker.outcomes import Done
+from worker.probe import LEASE_HEARTBEAT, RECEIVE_LOOP, check, problems
 
 BOUND = 30.0
 
@@ -154,3 +150,20 @@ def test_the_wall_clock_is_what_the_file_holds(tmp_path: Path) -> None:
     assert written["loops"][RECEIVE_LOOP] == {"beat_at": 998.0, "bound": BOUND}
     assert written["loops"][LEASE_HEARTBEAT]["beat_at"] == 991.0
     assert check(path, 1_000.0)[0] is True
+
+
+def test_the_probe_imports_nothing_heavy(tmp_path: Path) -> None:
+    """ECS and Kubernetes start `worker health` every 30 s on the worker's own CPU: it reads
+    one file, without the settings, asyncio or the AWS SDK (about 0.1 s, not 0.6)."""
+    script = (
+        "import sys\n"
+        "from worker.cli import main\n"
+        f"code = main(['health', '--file', {str(tmp_path / 'none')!r}])\n"
+        "heavy = {'asyncio', 'pydantic', 'pydantic_settings', 'structlog', 'aioboto3',\n"
+        "         'botocore', 'opentelemetry', 'aws_embedded_metrics'}\n"
+        "print(code, sorted(heavy & set(sys.modules)))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert result.stdout == "1 []\n"
