@@ -8,6 +8,9 @@
 - Failures: a failed receive is logged and backed off, and so is anything unexpected (by
   type, never content); while handled messages keep failing, polling slows too, so an
   outage does not burn receive counts towards the dead-letter queue.
+- Liveness and telemetry: the loop and the lease heartbeat beat a :class:`Liveness` each
+  time round (``worker health`` reads it); each message is handled inside a
+  :meth:`Telemetry.turn` (its span, trace id and counts).
 - Stop: a long poll under way is never cancelled. Cancelled on the client, it would stay
   parked on the server and take the next message sent, which would then stay invisible
   for a whole visibility timeout. It is let return (SQS ends it within its wait), and

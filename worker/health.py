@@ -39,8 +39,10 @@ class Liveness:
         self._last = dict.fromkeys(LOOPS, now)
         self.bounds = dict.fromkeys(LOOPS, max_silence)
 
-    def beat(self, loop: str) -> None:
-        self._last[loop] = self._clock.monotonic()
+    def beat(self, *loops: str) -> None:
+        now = self._clock.monotonic()
+        for loop in loops:
+            self._last[loop] = now
 
     def heartbeat_every(self, seconds: float) -> None:
         """The heartbeat's period, once known: its bound is at least three periods."""

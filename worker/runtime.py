@@ -34,7 +34,7 @@ from worker.metrics import (
 from worker.payloads import OffloadingSender
 from worker.policy import RECEIVE_BACKOFF
 from worker.ports import MessageSender
-from worker.probe import RECEIVE_LOOP
+from worker.probe import LOOPS
 from worker.settings import Settings
 from worker.stage import ConverseStage
 from worker.telemetry import Telemetry
@@ -203,8 +203,9 @@ async def run_worker(
         operating(settings, tracer_provider) as ops,
     ):
         converse = SqsQueue(clients.sqs, settings.converse_queue_url)
+        # Waiting out an unreachable endpoint at start-up is progress for both loops.
         description = await describe_converse_queue(
-            converse, settings, stopping, beat=lambda: ops.liveness.beat(RECEIVE_LOOP)
+            converse, settings, stopping, beat=lambda: ops.liveness.beat(*LOOPS)
         )
         if description is None or description.dead_letter is None:
             return
