@@ -4,7 +4,8 @@ FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
-    PIP_DISABLE_PIP_VERSION_CHECK=1
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    METRICS=emf
 
 # A fixed numeric uid: Kubernetes can only verify runAsNonRoot against a number.
 RUN groupadd --system --gid 10001 worker \

@@ -99,7 +99,20 @@ def targets(doc: dict[str, Any]) -> list[tuple[str, str, bool]]:
         f"for fold requests); idempotency writes {purposes['idempotency']:.2f} more",
         other <= 1.5,
     ))  # fmt: skip
+    if "telemetry" in doc:
+        out.append(telemetry_target(doc))
     return out
+
+
+def telemetry_target(doc: dict[str, Any]) -> tuple[str, str, bool]:
+    from bench.telemetry_overhead import target_line
+
+    return target_line(doc["telemetry"], _full_load_cpu_ms(doc))
+
+
+def _full_load_cpu_ms(doc: dict[str, Any]) -> float | None:
+    worker = doc.get("throughput", {}).get("summary", {}).get("worker")
+    return float(worker["cpu_ms_per_command"]) if worker else None
 
 
 def verdicts(doc: dict[str, Any]) -> list[str]:
@@ -266,7 +279,8 @@ def markdown(doc: dict[str, Any], out_dir: Path, out_doc: Path) -> str:
     for target, figure, met in targets(doc):
         lines.append(f"| {target} | {figure} | {'met' if met else '**missed**'} |")
     parts = [_part1(doc, rel), _part1b(doc), _part2(doc, rel), _part3(doc, rel),
-             _part4(doc, rel), _profile(doc), _fold_gap(doc), _notes(doc)]  # fmt: skip
+             _part4(doc, rel), _profile(doc), _fold_gap(doc), _telemetry(doc),
+             _notes(doc)]  # fmt: skip
     for part in parts:
         lines += ["", *part]
     return "\n".join(lines) + "\n"
@@ -700,6 +714,15 @@ def _integrity(summary: dict[str, Any]) -> str:
         )
         + f"; every process exited {'0' if exits else 'with an error (see the logs)'}."
     )
+
+
+def _telemetry(doc: dict[str, Any]) -> list[str]:
+    """Part 7 (issue 13): metrics and tracing on vs off."""
+    if "telemetry" not in doc:
+        return []
+    from bench.telemetry_overhead import markdown as telemetry_markdown
+
+    return telemetry_markdown(doc["telemetry"], _full_load_cpu_ms(doc))
 
 
 def _fold_gap(doc: dict[str, Any]) -> list[str]:

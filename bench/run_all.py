@@ -15,7 +15,9 @@ One run, on this machine, every comparison reported as a ratio::
 5. a py-spy profile of the worker under load (:mod:`bench.profiling`);
 6. the fold gap: unfolded messages outside the window, pipelined fold requests against
    one at a time, with a lagging compactor (:mod:`bench.fold_gap`; the worker's own rules
-   as a model, no servers).
+   as a model, no servers);
+7. what operating it costs: the worker's CPU per command with metrics and tracing on and
+   off, end to end and the telemetry path alone (:mod:`bench.telemetry_overhead`).
 
 It starts its own servers on 127.0.0.1: a moto server (SQS, S3) in its own process, and
 dynalite for DynamoDB (installed with npm on first use), pointed at by
@@ -41,7 +43,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from bench import contenders, cost_per_turn, latency, profiling, throughput
+from bench import contenders, cost_per_turn, latency, profiling, telemetry_overhead, throughput
 from bench.compare_trim_messages import cpu_model
 from bench.servers import Servers, create_bench_resources, local_servers
 from bench.traffic import Drain
@@ -464,6 +466,10 @@ async def run_parts(servers: Servers, plan: Plan, say: Progress) -> dict[str, An
         }
         results["latency"] = await part_latency(clients, servers, plan, say, pool, text, rates)
         results["profile"] = await part_profile(clients, servers, plan, say, pool, text)
+        say("part 7: metrics and tracing on vs off, end to end and the telemetry path alone")
+        results["telemetry"] = await telemetry_overhead.measure(
+            clients, servers, pool, text, table=TABLE, workdir=WORK_DIR, quick=plan.quick, say=say
+        )
     return results
 
 

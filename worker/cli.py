@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
-import signal
 import sys
+import time
 from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-from worker.bootstrap import Resources, create_resources
 from worker.errors import ConfigError, StoreUnavailable
-from worker.logs import configure_logging
-from worker.settings import load_settings
+
+if TYPE_CHECKING:
+    from worker.bootstrap import Resources
 
 EXIT_CONFIG = 2
+EXIT_UNHEALTHY = 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -32,6 +34,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     send.add_argument("--conversation", required=True, help="the conversation (matter) id")
     send.add_argument("--command-id", help="the idempotency key (default: a new UUID)")
     send.add_argument("message", help="counsel's message")
+    health = commands.add_parser(
+        "health", help="exit 0 if a running worker's loops beat within their bounds (probe)"
+    )
+    health.add_argument("--file", help="the health file (default: HEALTH_FILE, or its default)")
     dlq = commands.add_parser("dlq", help="the converse queue's dead-letter queue")
     dlq_commands = dlq.add_subparsers(dest="dlq_command", required=True)
     inspect = dlq_commands.add_parser("inspect", help="counts by reason and age; never bodies")
@@ -47,7 +53,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "run":
             return _run()
+        if args.command == "health":
+            return _health(args.file)
+        import asyncio  # here: the probe above should not pay for it
+
         if args.command == "bootstrap":
+            from worker.bootstrap import Resources
+
             resources = Resources(prefix=args.prefix, fifo_model_queue=args.fifo_model_queue)
             for name, value in asyncio.run(_bootstrap(resources)).items():
                 print(f"{name}={value}")
@@ -69,6 +81,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run() -> int:
+    import asyncio
+    import signal
+
+    from worker.logs import configure_logging
+    from worker.settings import load_settings
+
     settings = load_settings()
     configure_logging(settings.log_format)
 
@@ -85,7 +103,20 @@ def _run() -> int:
     return 0
 
 
+def _health(path: str | None) -> int:
+    """The liveness probe: reads only the health file, so it needs none of the settings (and
+    imports next to nothing: it runs every 30 s on the worker's CPU)."""
+    from worker.probe import DEFAULT_HEALTH_FILE, check
+
+    healthy, line = check(
+        Path(path or os.environ.get("HEALTH_FILE") or DEFAULT_HEALTH_FILE), time.time()
+    )
+    print(line, file=sys.stdout if healthy else sys.stderr)
+    return 0 if healthy else EXIT_UNHEALTHY
+
+
 async def _bootstrap(resources: Resources) -> dict[str, str]:
+    from worker.bootstrap import create_resources
     from worker.runtime import aws_clients
 
     region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"

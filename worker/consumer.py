@@ -8,6 +8,9 @@
 - Failures: a failed receive is logged and backed off, and so is anything unexpected (by
   type, never content); while handled messages keep failing, polling slows too, so an
   outage does not burn receive counts towards the dead-letter queue.
+- Liveness and telemetry: the loop and the lease heartbeat beat a :class:`Liveness` each
+  time round (``worker health`` reads it); each message is handled inside a
+  :meth:`Telemetry.turn` (its span, trace id and counts).
 - Stop: a long poll under way is never cancelled. Cancelled on the client, it would stay
   parked on the server and take the next message sent, which would then stay invisible
   for a whole visibility timeout. It is let return (SQS ends it within its wait), and
@@ -24,6 +27,7 @@ from typing import Protocol
 from structlog.contextvars import bound_contextvars
 
 from worker.batching import MAX_BATCH
+from worker.health import Liveness
 from worker.leases import Leases
 from worker.logs import get_logger, log_failure
 from worker.outcomes import Done, Outcome, Outcomes, Retry
@@ -34,6 +38,8 @@ from worker.policy import (
     ConsumerPolicy,
 )
 from worker.ports import MessageSender, MessageSource, ReceivedMessage
+from worker.probe import LEASE_HEARTBEAT, RECEIVE_LOOP
+from worker.telemetry import Telemetry
 from worker.timing import (
     Clock,
     Jitter,
@@ -63,12 +69,17 @@ class Consumer:
         policy: ConsumerPolicy,
         clock: Clock | None = None,
         jitter: Jitter = full_jitter,
+        telemetry: Telemetry | None = None,
+        liveness: Liveness | None = None,
     ) -> None:
         self._source = source
         self._stage = stage
         self._policy = policy
         self._clock = clock = clock or LoopClock()
         self._jitter = jitter
+        self._telemetry = telemetry or Telemetry(clock=clock)
+        self._liveness = liveness or Liveness(clock, max_silence=float("inf"))
+        self._liveness.heartbeat_every(policy.beat_seconds)
         self._leases = Leases(source=source, renew=stage.renew, policy=policy, clock=clock)
         self._outcomes = Outcomes(
             source=source,
@@ -91,7 +102,8 @@ class Consumer:
         policy = self._policy
         heartbeat_done = asyncio.Event()
         heartbeat = asyncio.create_task(
-            self._leases.heartbeat(heartbeat_done), name="lease-heartbeat"
+            self._leases.heartbeat(heartbeat_done, lambda: self._liveness.beat(LEASE_HEARTBEAT)),
+            name="lease-heartbeat",
         )
         log.info(
             "clerk.converse_worker_started",
@@ -111,6 +123,7 @@ class Consumer:
     async def _consume(self, stopping: asyncio.Event) -> None:
         receive_failures = 0
         while not stopping.is_set():
+            self._liveness.beat(RECEIVE_LOOP)  # each time round: at least once per long poll
             if self._policy.concurrency - len(self._in_flight) < self._batch and self._in_flight:
                 await first_done(*self._in_flight, event=stopping)
                 continue
@@ -171,7 +184,8 @@ class Consumer:
 
     def _start(self, message: ReceivedMessage) -> None:
         self._leases.hold(message)
-        task = asyncio.create_task(self._process(message))
+        self._telemetry.received(message)
+        task = asyncio.create_task(self._process(message, self._clock.monotonic()))
         self._in_flight[task] = message
         task.add_done_callback(self._forget)
 
@@ -180,14 +194,19 @@ class Consumer:
         if message is not None:
             self._leases.drop(message.message_id)
 
-    async def _process(self, message: ReceivedMessage) -> None:
-        with bound_contextvars(message_id=message.message_id, receive_count=message.receive_count):
+    async def _process(self, message: ReceivedMessage, received_at: float) -> None:
+        with (
+            bound_contextvars(message_id=message.message_id, receive_count=message.receive_count),
+            self._telemetry.turn(message, received_at) as turn,
+        ):
             try:
                 outcome = await self._stage.handle(message)
             except Exception as exc:  # a defect, not the message's fault: let it come back
                 log.error("clerk.converse_command_failed", error_type=type(exc).__name__)
+                turn.finished(None)
                 self._failure_streak += 1
                 return
+            turn.finished(outcome)
             if isinstance(outcome, Done):
                 self._failure_streak = 0
             elif isinstance(outcome, Retry) and outcome.failure:

@@ -129,6 +129,7 @@ def copy_of(message: ReceivedMessage) -> OutboundMessage:
         group_id=message.message_id,
         deduplication_id=message.message_id,
         attributes=attributes or None,
+        trace_header=message.trace_header,  # the redriven command stays in its trace
     )
 
 

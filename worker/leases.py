@@ -58,14 +58,18 @@ class Leases:
     def drop(self, message_id: str) -> None:
         self._held.pop(message_id, None)
 
-    async def heartbeat(self, done: asyncio.Event) -> None:
-        """Beat every ``beat_seconds`` until ``done`` is set. A beat that fails is logged by
-        type and the next one comes on time: the heartbeat itself never ends on an error."""
+    async def heartbeat(
+        self, done: asyncio.Event, on_beat: Callable[[], None] = lambda: None
+    ) -> None:
+        """Beat every ``beat_seconds`` until ``done`` is set, calling ``on_beat`` after each
+        (the liveness signal). A beat that fails is logged by type and the next one comes on
+        time: the heartbeat itself never ends on an error."""
         while not await sleep_unless(self._clock, done, self._policy.beat_seconds):
             try:
                 await self.beat()
             except Exception as exc:
                 log_failure("clerk.converse_heartbeat_failed", exc)
+            on_beat()
 
     async def beat(self) -> None:
         """Extend every held message that would expire before the next beat, and renew the

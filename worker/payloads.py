@@ -16,6 +16,7 @@ import hashlib
 import json
 from collections.abc import Mapping
 
+from worker import telemetry
 from worker.errors import ObjectMissing, PayloadTooLarge, RejectedCommand
 from worker.ports import MessageSender, ObjectStore, ReceivedMessage
 
@@ -134,6 +135,7 @@ class OffloadingSender:
         data = body.encode("utf-8", "surrogatepass")
         key = payload_key(group_id, deduplication_id)
         await self._store.put(self._bucket, key, data)
+        telemetry.payload_offloaded()
         return await self._queue.send(
             pointer_body(self._bucket, key),
             group_id=group_id,

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import aioboto3
 from aiobotocore.config import AioConfig
+from opentelemetry.trace import TracerProvider
 
 from worker.adapters.dynamodb import DynamoHistoryStore
 from worker.adapters.ledger import DynamoCommandLedger
@@ -18,13 +20,26 @@ from worker.adapters.s3 import S3ObjectStore
 from worker.adapters.sqs import BatchingSender, QueueDescription, SqsQueue
 from worker.consumer import Consumer
 from worker.errors import ConfigError, StoreUnavailable
+from worker.health import HealthFile, Liveness
 from worker.logs import get_logger
+from worker.metrics import (
+    LIVENESS_FAILURES,
+    NO_METRICS,
+    QUEUE_DIMENSION,
+    SERVICE,
+    SERVICE_DIMENSION,
+    EmfFlusher,
+    MetricsBook,
+)
 from worker.payloads import OffloadingSender
 from worker.policy import RECEIVE_BACKOFF
 from worker.ports import MessageSender
+from worker.probe import LOOPS
 from worker.settings import Settings
 from worker.stage import ConverseStage
+from worker.telemetry import Telemetry
 from worker.timing import LoopClock, sleep_unless
+from worker.tracing import get_tracer
 
 log = get_logger()
 
@@ -63,7 +78,10 @@ async def aws_clients(pool_size: int = 50) -> AsyncIterator[Clients]:
 
 
 async def describe_converse_queue(
-    converse: SqsQueue, settings: Settings, stopping: asyncio.Event
+    converse: SqsQueue,
+    settings: Settings,
+    stopping: asyncio.Event,
+    beat: Callable[[], None] = lambda: None,
 ) -> QueueDescription | None:
     """The converse queue's visibility and DLQ, waiting out an unreachable endpoint.
 
@@ -72,6 +90,7 @@ async def describe_converse_queue(
     """
     failures = 0
     while not stopping.is_set():
+        beat()  # waiting out an endpoint is not being wedged
         try:
             description = await converse.describe()
         except StoreUnavailable as exc:
@@ -127,11 +146,67 @@ def build_stage(
     )
 
 
-async def run_worker(settings: Settings, stopping: asyncio.Event) -> None:
-    """Run one consumer until ``stopping`` is set; raises ConfigError on a bad deployment."""
-    async with aws_clients(pool_size=max(10, settings.worker_concurrency + 10)) as clients:
+@dataclass(frozen=True, slots=True)
+class Operations:
+    telemetry: Telemetry
+    liveness: Liveness
+
+
+def queue_name(url: str) -> str:
+    return url.rstrip("/").rsplit("/", 1)[-1]
+
+
+@asynccontextmanager
+async def operating(
+    settings: Settings, tracer_provider: TracerProvider | None = None
+) -> AsyncIterator[Operations]:
+    """The liveness file and the metrics flusher, for as long as the block runs; leaving it
+    writes the last metrics (a worker that scales in loses no counts) and removes the file."""
+    clock = LoopClock()
+    liveness = Liveness(clock, settings.health_max_silence_seconds)
+    queue = queue_name(settings.converse_queue_url)
+    done = asyncio.Event()
+    tasks = []
+    if settings.health_file:
+        writer = HealthFile(Path(settings.health_file), liveness, clock=clock)
+        tasks.append(asyncio.create_task(writer.run(done), name="health-file"))
+    book = MetricsBook() if settings.metrics == "emf" else None
+    if book is not None:
+        flusher = EmfFlusher(
+            book,
+            dimensions={SERVICE_DIMENSION: SERVICE, QUEUE_DIMENSION: queue},
+            interval=settings.metrics_flush_seconds,
+            clock=clock,
+            before_flush=lambda book: book.count(LIVENESS_FAILURES, int(bool(liveness.failing()))),
+        )
+        tasks.append(asyncio.create_task(flusher.run(done), name="metrics-flush"))
+    telemetry = Telemetry(
+        metrics=book or NO_METRICS,
+        tracer=get_tracer(tracer_provider),
+        clock=clock,
+        queue_name=queue,
+    )
+    try:
+        yield Operations(telemetry, liveness)
+    finally:
+        done.set()
+        await asyncio.gather(*tasks)
+
+
+async def run_worker(
+    settings: Settings, stopping: asyncio.Event, *, tracer_provider: TracerProvider | None = None
+) -> None:
+    """Run one consumer until ``stopping`` is set; raises ConfigError on a bad deployment.
+    Spans go to ``tracer_provider``, or to the global one (a no-op unless an SDK set it)."""
+    async with (
+        aws_clients(pool_size=max(10, settings.worker_concurrency + 10)) as clients,
+        operating(settings, tracer_provider) as ops,
+    ):
         converse = SqsQueue(clients.sqs, settings.converse_queue_url)
-        description = await describe_converse_queue(converse, settings, stopping)
+        # Waiting out an unreachable endpoint at start-up is progress for both loops.
+        description = await describe_converse_queue(
+            converse, settings, stopping, beat=lambda: ops.liveness.beat(*LOOPS)
+        )
         if description is None or description.dead_letter is None:
             return
         visibility = description.visibility_timeout
@@ -145,6 +220,8 @@ async def run_worker(settings: Settings, stopping: asyncio.Event) -> None:
             stage=stage,
             dead_letters=offloading(description.dead_letter, clients, settings),
             policy=settings.consumer_policy(visibility_timeout=visibility),
+            telemetry=ops.telemetry,
+            liveness=ops.liveness,
         )
         try:
             await consumer.run(stopping)

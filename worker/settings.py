@@ -10,7 +10,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from worker.errors import ConfigError
 from worker.memory import FoldLimits, WindowLimits
-from worker.policy import ConsumerPolicy
+from worker.policy import RECEIVE_RETURN_MARGIN_SECONDS, ConsumerPolicy
+from worker.probe import DEFAULT_HEALTH_FILE
 
 
 class Settings(BaseSettings):
@@ -72,6 +73,23 @@ class Settings(BaseSettings):
     retry_base_seconds: float = Field(default=2.0, gt=0)
     retry_max_seconds: float = Field(default=300.0, gt=0, le=43_200)
     lease_max_seconds: float = Field(default=900.0, gt=0, le=43_200)
+
+    # Operating it: metrics on stdout, and the liveness file `worker health` reads.
+    metrics: Literal["emf", "off"] = "off"
+    metrics_flush_seconds: float = Field(default=60.0, gt=0, le=3600)
+    health_file: str = DEFAULT_HEALTH_FILE  # empty: no file (and `worker health` fails)
+    health_max_silence_seconds: float = Field(default=120.0, gt=0)
+
+    @model_validator(mode="after")
+    def _health_bound_covers_a_long_poll(self) -> Self:
+        floor = self.receive_wait_seconds + RECEIVE_RETURN_MARGIN_SECONDS
+        if self.health_max_silence_seconds <= floor:
+            raise ValueError(
+                f"HEALTH_MAX_SILENCE_SECONDS ({self.health_max_silence_seconds:g}) must be above "
+                f"RECEIVE_WAIT_SECONDS + {RECEIVE_RETURN_MARGIN_SECONDS:g} ({floor:g}): an idle "
+                "worker's receive loop beats once per long poll"
+            )
+        return self
 
     @classmethod
     def at_defaults(cls) -> Settings:

@@ -23,6 +23,7 @@ from typing import Protocol
 
 from structlog.contextvars import bound_contextvars
 
+from worker import telemetry
 from worker.commands import ConverseCommand, encode_body, parse_command, prompt_payload
 from worker.errors import RejectedCommand, RetryableError
 from worker.history import fold_request_sender, read_window
@@ -110,6 +111,7 @@ class ConverseStage:
         claim = await ledger.begin(*ids, owner=owner, lease=self._lease, now=self._clock())
         if claim.state == "done":
             log.info("clerk.converse_command_duplicate")
+            telemetry.duplicate_skipped()
             return Done()
         if claim.state == "busy":
             remaining = (claim.lease_until or self._clock()) - self._clock()
@@ -223,6 +225,7 @@ class ConverseStage:
             estimated_tokens=window.estimated_tokens,
             body_bytes=len(body.encode("utf-8", "surrogatepass")),
         )
+        telemetry.prompt_forwarded(command, window, view, gap)
         return page
 
     async def request_fold(self, command: ConverseCommand, page: HistoryPage) -> None:
@@ -243,6 +246,7 @@ class ConverseStage:
             log.warning("clerk.converse_compaction_request_failed", error=str(exc))
             return
         if plan is not None:
+            telemetry.fold_requested()
             log.info(
                 "clerk.converse_compaction_requested",
                 folded_through=plan.folded_through,

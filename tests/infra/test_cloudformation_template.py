@@ -17,6 +17,7 @@ from tests.infra.cfn_yaml import (
     reference_name,
 )
 from tests.infra.stopping import kill_after_seconds
+from worker import metrics
 from worker.bootstrap import (
     CONVERSE_VISIBILITY_TIMEOUT,
     MAX_RECEIVE_COUNT,
@@ -331,6 +332,22 @@ def test_the_task_environment_points_at_the_stacks_resources(template: dict[str,
     assert env["AWS_REGION"] == {"Ref": "AWS::Region"}
 
 
+def test_the_task_writes_emf_metrics(template: dict[str, Any]) -> None:
+    assert container_environment(template)["METRICS"] == "emf"
+
+
+def test_ecs_replaces_a_task_whose_loops_stop_beating(template: dict[str, Any]) -> None:
+    """The container health check is `worker health`: it fails once the receive loop or
+    the lease heartbeat has been silent past the worker's bound, never for an idle worker."""
+    check = worker_container(template)["HealthCheck"]
+    assert check["Command"] == ["CMD", "worker", "health"]
+    assert check["Retries"] == 3
+    assert check["Timeout"] >= 10
+    assert check["Interval"] >= check["Timeout"]
+    bound = settings_default("health_max_silence_seconds")
+    assert bound > settings_default("receive_wait_seconds")
+
+
 def test_every_task_variable_is_one_the_worker_reads(template: dict[str, Any]) -> None:
     known = {field.upper() for field in Settings.model_fields} | AWS_VARIABLES
     assert set(container_environment(template)) <= known
@@ -491,6 +508,61 @@ def test_an_old_converse_command_raises_an_alarm(template: dict[str, Any]) -> No
     assert alarm["ComparisonOperator"] == "GreaterThanThreshold"
     assert alarm["Threshold"] == {"Ref": "OldestMessageAgeAlarmSeconds"}
     assert parameter_default(template, "OldestMessageAgeAlarmSeconds") == 300
+
+
+def stage_alarm(template: dict[str, Any], metric: str) -> dict[str, Any]:
+    """The one alarm on one of the stage's own EMF metrics, with the worker's dimensions."""
+    (alarm,) = [
+        alarm["Properties"]
+        for alarm in resources_of_type(template, "AWS::CloudWatch::Alarm").values()
+        if alarm["Properties"]["Namespace"] == metrics.NAMESPACE
+        and alarm["Properties"]["MetricName"] == metric
+    ]
+    assert alarm["Dimensions"] == [
+        {"Name": metrics.SERVICE_DIMENSION, "Value": metrics.SERVICE},
+        {
+            "Name": metrics.QUEUE_DIMENSION,
+            "Value": {"Fn::GetAtt": ["ConverseQueue", "QueueName"]},
+        },
+    ]
+    assert alarm["AlarmActions"] == {
+        "Fn::If": ["HasAlarmTopic", [{"Ref": "AlarmTopicArn"}], {"Ref": "AWS::NoValue"}]
+    }
+    return dict(alarm)
+
+
+@pytest.mark.parametrize("metric", [metrics.FOLD_GAP_MESSAGES, metrics.COMMANDS_REJECTED])
+def test_a_single_fold_gap_message_or_rejected_command_raises_an_alarm(
+    template: dict[str, Any], metric: str
+) -> None:
+    alarm = stage_alarm(template, metric)
+    assert metric in metrics.COUNTERS
+    assert (alarm["Statistic"], alarm["Period"], alarm["EvaluationPeriods"]) == ("Sum", 60, 1)
+    assert (alarm["ComparisonOperator"], alarm["Threshold"]) == ("GreaterThanThreshold", 0)
+
+
+def test_a_slow_p99_turn_latency_raises_an_alarm(template: dict[str, Any]) -> None:
+    alarm = stage_alarm(template, metrics.TURN_LATENCY)
+    assert alarm["ExtendedStatistic"] == "p99"
+    assert alarm["Unit"] == metrics.DISTRIBUTIONS[metrics.TURN_LATENCY] == "Milliseconds"
+    assert alarm["Threshold"] == {"Ref": "TurnLatencyP99AlarmMilliseconds"}
+    assert parameter_default(template, "TurnLatencyP99AlarmMilliseconds") == 2000
+    assert (alarm["EvaluationPeriods"], alarm["DatapointsToAlarm"]) == (5, 3)
+
+
+def test_a_worker_that_stops_beating_or_stops_reporting_raises_an_alarm(
+    template: dict[str, Any],
+) -> None:
+    """Every running task writes LivenessFailures each flush interval (0 or 1), so three
+    minutes with no data at all mean no worker is alive to report: that breaches too."""
+    alarm = stage_alarm(template, metrics.LIVENESS_FAILURES)
+    assert alarm["Statistic"] == "Maximum"
+    assert (alarm["ComparisonOperator"], alarm["Threshold"]) == ("GreaterThanThreshold", 0)
+    assert alarm["TreatMissingData"] == "breaching"
+    assert (
+        alarm["Period"] * alarm["EvaluationPeriods"]
+        >= 3 * Settings.model_fields["metrics_flush_seconds"].default
+    )
 
 
 def test_the_outputs_name_everything_a_deployment_needs(template: dict[str, Any]) -> None:

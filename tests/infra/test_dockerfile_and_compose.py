@@ -5,6 +5,7 @@ a non-root user, only 127.0.0.1 is bound, and the worker is pointed at exactly w
 from __future__ import annotations
 
 import json
+import shlex
 import tomllib
 from typing import Any
 
@@ -90,6 +91,13 @@ def test_the_entrypoint_is_the_worker_console_script_in_exec_form() -> None:
         "scripts"
     ]
     assert "worker" in scripts
+
+
+def test_the_image_writes_emf_metrics_unless_told_otherwise() -> None:
+    """``METRICS`` is off for a developer's `worker run` and `make run`; the image turns it
+    on, so any platform running the container gets the metrics."""
+    env = dict(pair.split("=", 1) for line in arguments_of("ENV") for pair in shlex.split(line))
+    assert env["METRICS"] == "emf"
 
 
 def test_the_image_installs_the_project_without_a_pip_cache() -> None:

@@ -150,3 +150,26 @@ def test_replica_bounds_match_the_ecs_defaults() -> None:
     parameters = load_template()["Parameters"]
     assert spec["minReplicaCount"] == int(parameters["MinTasks"]["Default"]) == 1
     assert spec["maxReplicaCount"] == int(parameters["MaxTasks"]["Default"]) == 20
+
+
+def test_the_worker_writes_emf_metrics_on_kubernetes(config: dict[str, str]) -> None:
+    assert config["METRICS"] == "emf"
+
+
+def test_a_worker_whose_loops_stop_beating_is_restarted_by_its_liveness_probe(
+    pod_spec: dict[str, Any], config: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The probe is `worker health` (exec), reading the file the worker writes under the
+    writable /tmp; it fails only past the worker's bound (an idle worker passes), and three
+    failures in a row restart the container."""
+    (container,) = pod_spec["containers"]
+    probe = container["livenessProbe"]
+    assert probe["exec"]["command"] == ["worker", "health"]
+    assert probe["failureThreshold"] == 3
+    assert probe["timeoutSeconds"] >= 10  # a Python start-up, on a busy node
+    assert "readinessProbe" not in container  # the worker serves no traffic
+    assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"]  # noqa: S108 - a path in the manifest
+    for name, value in config.items():
+        monkeypatch.setenv(name, value)
+    settings = Settings()
+    assert settings.health_max_silence_seconds > settings.receive_wait_seconds

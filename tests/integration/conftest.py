@@ -19,7 +19,9 @@ from typing import Any
 
 import pytest
 from moto.server import ThreadedMotoServer
+from opentelemetry.trace import TracerProvider
 
+from bench.moto_server import batch_entries_keep_their_trace_header
 from tests.converse_rules import assert_model_ready
 from worker.adapters.dynamodb import STATE_KEY, message_key
 from worker.bootstrap import Resources, create_resources, dead_letter_name
@@ -41,6 +43,7 @@ def moto_endpoint() -> Iterator[str]:
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     with pytest.MonkeyPatch.context() as patch:
         atomic_conditional_writes(patch)
+        batch_entries_keep_their_trace_header(patch.setattr)
         server.start()
         host, port = server.get_host_and_port()
         yield f"http://{host}:{port}"
@@ -82,14 +85,17 @@ class Stack:
 
     def settings(self, **overrides: Any) -> Settings:
         values: dict[str, Any] = {name.lower(): value for name, value in self.env.items()}
-        values.update(receive_wait_seconds=1, shutdown_grace_seconds=5.0)
+        # No health file unless a test asks: tests run workers side by side.
+        values.update(receive_wait_seconds=1, shutdown_grace_seconds=5.0, health_file="")
         values.update(overrides)
         return Settings(**values)
 
     def process_env(self, **extra: str) -> dict[str, str]:
         """Environment for a ``worker run`` subprocess pointed at this stack."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-        env.update(CREDENTIALS, AWS_ENDPOINT_URL=self.endpoint, RECEIVE_WAIT_SECONDS="1")
+        env.update(
+            CREDENTIALS, AWS_ENDPOINT_URL=self.endpoint, RECEIVE_WAIT_SECONDS="1", HEALTH_FILE=""
+        )
         env.update(self.env)
         env.update(extra)
         return env
@@ -164,6 +170,7 @@ class Stack:
                 MaxNumberOfMessages=10,
                 WaitTimeSeconds=1,
                 MessageAttributeNames=["All"],
+                MessageSystemAttributeNames=["AWSTraceHeader"],
             )
             messages = response.get("Messages", [])
             for message in messages:
@@ -234,10 +241,12 @@ async def stack(fresh_moto: str, monkeypatch: pytest.MonkeyPatch) -> AsyncIterat
 
 
 @contextlib.asynccontextmanager
-async def running_worker(settings: Settings) -> AsyncIterator[asyncio.Event]:
+async def running_worker(
+    settings: Settings, *, tracer_provider: TracerProvider | None = None
+) -> AsyncIterator[asyncio.Event]:
     """The real worker in this event loop; leaving the block stops it and waits for the drain."""
     stopping = asyncio.Event()
-    task = asyncio.create_task(run_worker(settings, stopping))
+    task = asyncio.create_task(run_worker(settings, stopping, tracer_provider=tracer_provider))
     try:
         yield stopping
     finally:

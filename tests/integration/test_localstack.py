@@ -4,24 +4,38 @@
 without it the tests are skipped and say so. Its DynamoDB would need a
 download at start-up, so the history table stays on moto (AWS_ENDPOINT_URL_DYNAMODB).
 Everything listens on 127.0.0.1: LocalStack only honours GATEWAY_LISTEN with hypercorn.
+
+The checks where two SQS implementations may differ run over both, moto and LocalStack
+(``two_sqs``): a stop while idle on a long poll, the dead-letter path and a redrive by
+SQS's own move task, ``AWSTraceHeader`` on batched sends, refused entries of batch calls.
+What they found differs is pinned per implementation, and the worker must hold on both.
 """
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import json
 import os
 import socket
 import subprocess
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
+from tests.conftest import captured_logs
 from tests.integration.conftest import CREDENTIALS, Stack, body_of, exchanges, running_worker
+from tests.integration.test_dlq import depth, run_cli
+from worker import dlq
+from worker.adapters.sqs import OutboundMessage, SqsQueue
 from worker.bootstrap import Resources, create_resources
+from worker.errors import StoreUnavailable
 from worker.payloads import SIZE_ATTRIBUTE, pointer_body
+from worker.ports import DeleteFailure, ReceivedMessage
 from worker.runtime import aws_clients
 
 pytestmark = pytest.mark.integration
@@ -134,3 +148,157 @@ async def test_the_worker_serves_through_localstacks_sqs_and_s3(
     assert payload["window"]["kept"] == 24
     assert body_of(fold)["through"] == 40
     assert dead["Body"] == "[1, 2"
+
+
+# -- where two SQS implementations may differ: moto and LocalStack side by side ---------------
+
+INBOUND = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
+_PREFIXES = itertools.count()
+
+
+class Sqs(NamedTuple):
+    name: str  # "moto" or "localstack"
+    stack: Stack
+
+
+@pytest.fixture(params=["moto", "localstack"])
+async def two_sqs(
+    request: pytest.FixtureRequest, fresh_moto: str, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[Sqs]:
+    """SQS and S3 on moto or on LocalStack, DynamoDB on moto; fresh queue names each test
+    (LocalStack keeps its state for the module)."""
+    endpoint = (
+        fresh_moto if request.param == "moto" else request.getfixturevalue("localstack_endpoint")
+    )
+    for name, value in CREDENTIALS.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+    monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", fresh_moto)
+    async with aws_clients() as clients:
+        resources = Resources(prefix=f"two{next(_PREFIXES)}")
+        env = await create_resources(
+            clients.sqs, clients.dynamodb, clients.s3, resources, region="us-east-1"
+        )
+        yield Sqs(request.param, Stack(endpoint, env, clients, resources))
+
+
+async def test_a_worker_stopped_while_idle_on_its_long_poll_hides_no_command(
+    two_sqs: Sqs,
+) -> None:
+    """Both implementations park a long poll cancelled on the client and give it the next
+    message sent (measured: hidden for the visibility timeout, 60 s here). GIVEN a worker
+    stopped while idle on a 4 s poll, WHEN a command is sent once it has exited, THEN the
+    next worker serves it on its first receive, within seconds."""
+    stack = two_sqs.stack
+    await stack.seed("matter-idle", exchanges(2))
+    async with running_worker(stack.settings(receive_wait_seconds=4)):
+        await asyncio.sleep(1.5)  # parked in its long poll
+    await stack.send_command(command_id="c-after-stop", conversation_id="matter-idle")
+    with captured_logs() as logs:
+        async with running_worker(stack.settings()):
+            [prompt] = await stack.drain("MODEL_QUEUE_URL", expect=1, within=10)
+    assert body_of(prompt)["command_id"] == "c-after-stop"
+    forwarded = [e for e in logs if e["event"] == "clerk.converse_prompt_forwarded"]
+    assert [e["receive_count"] for e in forwarded] == [1]
+
+
+async def test_rejections_reach_the_dead_letter_queue_with_their_reason_and_redrive_whole(
+    two_sqs: Sqs,
+) -> None:
+    """The worker dead-letters two invalid bodies with their RejectionReason; `worker dlq
+    redrive --include-rejected` sends both back as they were: with SQS's own
+    StartMessageMoveTask on LocalStack (moto has none: the tool's receive-send-delete)."""
+    stack = two_sqs.stack
+    bodies = ["{not json", '{"type": "converse"}']
+    for body in bodies:
+        await stack.send_raw(body)
+    url = await stack.dead_letter_url()
+    async with running_worker(stack.settings()):
+        while await depth(stack, url) < len(bodies):
+            await asyncio.sleep(0.1)
+    inspection = await dlq.inspect(SqsQueue(stack.clients.sqs, url))
+    assert inspection.by_reason == {
+        "body is not valid JSON (Expecting property name enclosed in double quotes at "
+        "position 1)": 1,
+        "invalid command: command_id: Field required; conversation_id: Field required; "
+        "message: Field required": 1,
+    }
+    redriven = await asyncio.to_thread(run_cli, stack, "dlq", "redrive", "--include-rejected")
+    how = "SQS message move task" if two_sqs.name == "localstack" else "receive, send, delete"
+    assert (redriven.returncode, redriven.stdout) == (
+        0,
+        f"redriven 2 to the converse queue ({how})\n",
+    ), redriven.stderr
+    moved = await stack.drain("CONVERSE_QUEUE_URL", expect=2)
+    assert sorted(message["Body"] for message in moved) == sorted(bodies)
+    assert await depth(stack, url) == 0
+
+
+async def test_the_inbound_trace_header_reaches_the_model_and_compaction_queues(
+    two_sqs: Sqs,
+) -> None:
+    """The prompt leaves in a SendMessageBatch, the fold request in a SendMessage: both
+    carry the command's AWSTraceHeader (no SDK configured: passed on unchanged). moto drops
+    it from batch entries; the moto fixture puts it back, as LocalStack and SQS keep it."""
+    stack = two_sqs.stack
+    await stack.seed("matter-trace", exchanges(20), folded_through=0)
+    await stack.clients.sqs.send_message(
+        QueueUrl=stack.env["CONVERSE_QUEUE_URL"],
+        MessageBody=json.dumps(
+            {
+                "type": "converse",
+                "command_id": "c-trace",
+                "conversation_id": "matter-trace",
+                "message": "Can the buyer terminate?",
+            }
+        ),
+        MessageSystemAttributes={"AWSTraceHeader": {"DataType": "String", "StringValue": INBOUND}},
+    )
+    async with running_worker(stack.settings()):
+        [prompt] = await stack.drain("MODEL_QUEUE_URL", expect=1)
+        [fold] = await stack.drain("COMPACTION_QUEUE_URL", expect=1)
+    assert prompt["Attributes"]["AWSTraceHeader"] == INBOUND
+    assert fold["Attributes"]["AWSTraceHeader"] == INBOUND
+
+
+async def test_batch_calls_report_each_entry_sqs_refused_and_only_those(two_sqs: Sqs) -> None:
+    """SendMessageBatch with one entry over the queue's MaximumMessageSize: LocalStack
+    refuses that entry alone, moto the whole call; either way every entry reported sent is
+    on the queue and none other. DeleteMessageBatch: a handle of a message already deleted
+    succeeds on both (deletes are idempotent), a malformed handle is that entry's failure."""
+    stack = two_sqs.stack
+    created = await stack.clients.sqs.create_queue(
+        QueueName=f"{stack.resources.prefix}-small", Attributes={"MaximumMessageSize": "1024"}
+    )
+    queue = SqsQueue(stack.clients.sqs, created["QueueUrl"])
+    batch = [OutboundMessage(body, "g", body[:8]) for body in ("first", "x" * 2000, "third")]
+    if two_sqs.name == "localstack":
+        first, refused, third = await queue.send_batch(batch)
+        assert isinstance(first, str) and isinstance(third, str)
+        assert isinstance(refused, StoreUnavailable)
+        assert "InvalidParameterValue" in str(refused)
+        expected = ["first", "third"]
+    else:
+        with pytest.raises(StoreUnavailable, match="InvalidParameterValue"):
+            await queue.send_batch(batch)
+        expected = []
+    received = await queue.receive(10, 1)
+    assert sorted(message.body for message in received) == expected
+
+    for body in ("one", "two"):
+        await queue.send(body, group_id="g", deduplication_id=body)
+    one, two = sorted(await receive_all(queue, 2), key=lambda message: message.body)
+    assert await queue.delete_batch([one]) == []
+    malformed = ReceivedMessage("m-malformed", "not-a-receipt-handle", "")
+    assert await queue.delete_batch([one, two, malformed]) == [
+        DeleteFailure("m-malformed", "ReceiptHandleIsInvalid")
+    ]
+    assert await queue.receive(10, 1, visibility_timeout=0) == []
+
+
+async def receive_all(queue: SqsQueue, count: int) -> list[ReceivedMessage]:
+    received: list[ReceivedMessage] = []
+    async with asyncio.timeout(10):
+        while len(received) < count:
+            received += await queue.receive(10, 1)
+    return received

@@ -137,6 +137,7 @@ class FakeStage:
     seconds: float = 0.0
     error: Exception | None = None
     renew_error: Exception | None = None
+    renew_hang: bool = False
     handled: list[tuple[float, str]] = field(default_factory=list)
     renewed: list[tuple[float, list[str]]] = field(default_factory=list)
     running: int = 0
@@ -156,6 +157,8 @@ class FakeStage:
 
     async def renew(self, message_ids: Iterable[str]) -> list[str]:
         self.renewed.append((self.clock.now, list(message_ids)))
+        if self.renew_hang:
+            await asyncio.Event().wait()
         if self.renew_error is not None:
             error, self.renew_error = self.renew_error, None
             raise error
@@ -183,7 +186,10 @@ class Run:
         self.stage = FakeStage(self.clock)
 
     def start(
-        self, policy: ConsumerPolicy, jitter: Callable[[float, float], float] = highest
+        self,
+        policy: ConsumerPolicy,
+        jitter: Callable[[float, float], float] = highest,
+        **extra: Any,
     ) -> None:
         consumer = Consumer(
             source=self.queue,
@@ -192,6 +198,7 @@ class Run:
             policy=policy,
             clock=self.clock,
             jitter=jitter,
+            **extra,
         )
         self._task = asyncio.create_task(consumer.run(self.stopping))
 

@@ -102,3 +102,29 @@ def test_settings_are_frozen() -> None:
     with pytest.raises(ValueError, match="frozen"):
         s.history_window_max_tokens = 1  # type: ignore[misc]
     assert isinstance(s, Settings)
+
+
+def test_metrics_are_off_unless_asked_and_the_container_asks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert load_settings().metrics == "off"  # `make run`, a developer's `worker run`
+    monkeypatch.setenv("METRICS", "emf")
+    assert load_settings().metrics == "emf"
+    monkeypatch.setenv("METRICS", "prometheus")
+    with pytest.raises(ConfigError, match=r"^invalid configuration: METRICS: "):
+        load_settings()
+
+
+def test_a_health_bound_an_idle_long_poll_would_break_refuses_to_start(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("RECEIVE_WAIT_SECONDS", "20")
+    monkeypatch.setenv("HEALTH_MAX_SILENCE_SECONDS", "22")
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    assert str(caught.value) == (
+        "invalid configuration: HEALTH_MAX_SILENCE_SECONDS (22) must be above "
+        "RECEIVE_WAIT_SECONDS + 2 (22): an idle worker's receive loop beats once per long poll"
+    )
+    monkeypatch.setenv("HEALTH_MAX_SILENCE_SECONDS", "22.5")
+    assert load_settings().health_max_silence_seconds == 22.5

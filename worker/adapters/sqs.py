@@ -14,6 +14,7 @@ from worker.batching import Batcher
 from worker.errors import StoreUnavailable
 from worker.payloads import message_size
 from worker.ports import DeleteFailure, ReceivedMessage
+from worker.tracing import outbound_trace_header
 
 #: The most a SendMessageBatch may carry in all, bodies and attributes.
 MAX_BATCH_BYTES = 1_048_576
@@ -116,9 +117,11 @@ class SqsQueue:
         deduplication_id: str,
         attributes: Mapping[str, str | int] | None = None,
     ) -> str:
-        fields = self._fields(OutboundMessage(body, group_id, deduplication_id, attributes))
+        message = OutboundMessage(
+            body, group_id, deduplication_id, attributes, outbound_trace_header()
+        )
         with aws_call("sqs.SendMessage"):
-            response = await self._client.send_message(QueueUrl=self.url, **fields)
+            response = await self._client.send_message(QueueUrl=self.url, **self._fields(message))
         return str(response["MessageId"])
 
     def _fields(self, message: OutboundMessage) -> dict[str, Any]:
@@ -127,6 +130,10 @@ class SqsQueue:
         if message.attributes:
             fields["MessageAttributes"] = {
                 name: _attribute_value(value) for name, value in message.attributes.items()
+            }
+        if message.trace_header:
+            fields["MessageSystemAttributes"] = {
+                "AWSTraceHeader": {"DataType": "String", "StringValue": message.trace_header}
             }
         if self.fifo:
             fields["MessageGroupId"] = fifo_token(message.group_id)
@@ -159,6 +166,8 @@ class OutboundMessage:
     group_id: str
     deduplication_id: str
     attributes: Mapping[str, str | int] | None = None
+    #: ``AWSTraceHeader``: a system attribute, which SQS does not count in the size.
+    trace_header: str | None = None
 
     @property
     def size(self) -> int:
@@ -188,7 +197,10 @@ class BatchingSender:
         deduplication_id: str,
         attributes: Mapping[str, str | int] | None = None,
     ) -> str:
-        message = OutboundMessage(body, group_id, deduplication_id, attributes)
+        # Read here, in the turn's task: the batcher's own task is outside every trace.
+        message = OutboundMessage(
+            body, group_id, deduplication_id, attributes, outbound_trace_header()
+        )
         return await self._batcher.submit(message)
 
     async def close(self) -> None:

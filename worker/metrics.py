@@ -1,0 +1,221 @@
+"""Metrics: what the turns did, counted per flush interval and written to stdout as
+CloudWatch Embedded Metric Format (EMF), beside the JSON logs.
+
+ECS ``awslogs``, Fluent Bit or the CloudWatch agent carry stdout to CloudWatch Logs, which
+turns each EMF document into metrics: no sidecar, no API call from the worker.
+
+- One document per flush interval and dimension set, not one per command: counters are
+  summed over the interval (every counter is written each interval, zeros included, so an
+  alarm on ``> 0`` always has data); ``CommandsRejected`` is also written per ``Reason``
+  (a low-cardinality kind, never the reason's text) in one more document per kind seen.
+- Distributions (latency, age, window sizes) are their raw values. The EMF specification
+  allows a metric value to be a number or an array of at most 100 numbers, and nothing
+  else: there is no Values/Counts form in it (AWS's own OpenTelemetry exporters write one,
+  undocumented), and aws-embedded-metrics, which writes the envelope here, only writes
+  arrays. So counts and percentiles stay exact: when an interval saw more than 100 values
+  of a distribution, the library continues them in further documents of at most 100
+  values, which carry only those distributions.
+- Dimensions are ``Service`` and ``Queue`` (the converse queue's name): never a
+  conversation or command id.
+
+The envelope is written by aws-embedded-metrics (AWS's EMF library): its
+:class:`MetricsContext` and :class:`LogSerializer` (validation, the ``_aws`` metadata,
+splitting at 100 values and 100 metrics). Its ``MetricsLogger`` is not used: it resolves
+its environment on first flush by probing the EC2 metadata endpoint and the CloudWatch
+agent's socket, and the stream is injected so tests read what was written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import sys
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Protocol, TextIO
+
+from aws_embedded_metrics.logger.metrics_context import MetricsContext
+from aws_embedded_metrics.serializers.log_serializer import LogSerializer
+
+from worker.logs import log_failure
+from worker.timing import Clock, sleep_unless
+
+NAMESPACE = "Mira/ConverseStage"
+SERVICE = "converse-stage"
+SERVICE_DIMENSION = "Service"
+QUEUE_DIMENSION = "Queue"
+REASON_DIMENSION = "Reason"
+
+COMMANDS_SERVED = "CommandsServed"
+COMMANDS_REJECTED = "CommandsRejected"
+COMMANDS_RETRIED = "CommandsRetried"
+DUPLICATES_SKIPPED = "DuplicatesSkipped"
+FOLD_GAP_MESSAGES = "FoldGapMessages"
+FOLD_REQUESTS_SENT = "FoldRequestsSent"
+PAYLOADS_OFFLOADED = "PayloadsOffloaded"
+LIVENESS_FAILURES = "LivenessFailures"
+TURN_LATENCY = "TurnLatency"
+AGE_AT_RECEIVE = "AgeAtReceive"
+WINDOW_KEPT = "WindowKept"
+WINDOW_DROPPED = "WindowDropped"
+WINDOW_TRIMMED = "WindowTrimmed"
+WINDOW_LEFT_OUT = "WindowLeftOut"
+
+#: Summed over each interval, written every interval.
+COUNTERS: Mapping[str, str] = {
+    COMMANDS_SERVED: "Count",
+    COMMANDS_REJECTED: "Count",
+    COMMANDS_RETRIED: "Count",
+    DUPLICATES_SKIPPED: "Count",
+    FOLD_GAP_MESSAGES: "Count",
+    FOLD_REQUESTS_SENT: "Count",
+    PAYLOADS_OFFLOADED: "Count",
+    LIVENESS_FAILURES: "Count",
+}
+#: One value per event, written when the interval has any.
+DISTRIBUTIONS: Mapping[str, str] = {
+    TURN_LATENCY: "Milliseconds",
+    AGE_AT_RECEIVE: "Milliseconds",
+    WINDOW_KEPT: "Count",
+    WINDOW_DROPPED: "Count",
+    WINDOW_TRIMMED: "Count",
+    WINDOW_LEFT_OUT: "Count",
+}
+
+
+class Recorder(Protocol):
+    def count(self, name: str, value: int = 1) -> None: ...
+
+    def observe(self, name: str, value: float) -> None: ...
+
+    def rejected(self, kind: str) -> None:
+        """One command rejected, of this kind (counted in all and by kind)."""
+        ...
+
+
+class NoMetrics:
+    """``METRICS=off``: every record is dropped."""
+
+    def count(self, name: str, value: int = 1) -> None:
+        pass
+
+    def observe(self, name: str, value: float) -> None:
+        pass
+
+    def rejected(self, kind: str) -> None:
+        pass
+
+
+NO_METRICS = NoMetrics()
+
+
+@dataclass(frozen=True, slots=True)
+class Tally:
+    counts: Counter[str]
+    values: Mapping[str, list[float]]
+    rejected: Counter[str]
+
+
+class MetricsBook:
+    """What this process recorded since the last :meth:`take`: plain in-memory sums and
+    lists, so recording costs a dict update on the turn's path."""
+
+    def __init__(self) -> None:
+        self._tally = _empty()
+
+    def count(self, name: str, value: int = 1) -> None:
+        self._tally.counts[name] += value
+
+    def observe(self, name: str, value: float) -> None:
+        self._tally.values[name].append(value)
+
+    def rejected(self, kind: str) -> None:
+        self._tally.counts[COMMANDS_REJECTED] += 1
+        self._tally.rejected[kind] += 1
+
+    def take(self) -> Tally:
+        """Everything recorded so far; the book starts again empty."""
+        tally, self._tally = self._tally, _empty()
+        return tally
+
+
+def _empty() -> Tally:
+    return Tally(Counter(), defaultdict(list), Counter())
+
+
+def emf_documents(tally: Tally, dimensions: Mapping[str, str], timestamp: datetime) -> list[str]:
+    """The EMF documents (one JSON object each) of one interval."""
+    context = _context(dimensions, timestamp)
+    for name, unit in COUNTERS.items():
+        context.put_metric(name, tally.counts.get(name, 0), unit)
+    for name, unit in DISTRIBUTIONS.items():
+        values = tally.values.get(name)
+        if not values:
+            continue
+        # The library validates one value per call (about 2 µs each); ours are all computed
+        # the same way, so the first is validated and the rest checked finite in bulk.
+        if not all(map(math.isfinite, values)):
+            raise ValueError(f"{name}: a value is not finite")
+        context.put_metric(name, values[0], unit)
+        context.metrics[name].values.extend(values[1:])
+    documents = LogSerializer.serialize(context)
+    for kind, count in sorted(tally.rejected.items()):
+        by_kind = _context({**dimensions, REASON_DIMENSION: kind}, timestamp)
+        by_kind.put_metric(COMMANDS_REJECTED, count, COUNTERS[COMMANDS_REJECTED])
+        documents += LogSerializer.serialize(by_kind)
+    return documents
+
+
+def _context(dimensions: Mapping[str, str], timestamp: datetime) -> MetricsContext:
+    context = MetricsContext(NAMESPACE, {}, [dict(dimensions)], {})
+    context.set_timestamp(timestamp)
+    return context
+
+
+class EmfFlusher:
+    """Writes the book's interval every ``interval`` seconds, and once more when stopped:
+    a worker that scales in loses no counts."""
+
+    def __init__(
+        self,
+        book: MetricsBook,
+        *,
+        dimensions: Mapping[str, str],
+        interval: float,
+        clock: Clock,
+        wall: Callable[[], float] = time.time,
+        out: TextIO | None = None,
+        before_flush: Callable[[MetricsBook], None] = lambda _: None,
+    ) -> None:
+        self._book = book
+        self._dimensions = dict(dimensions)
+        self._interval = interval
+        self._clock = clock
+        self._wall = wall
+        self._out = out
+        self._before_flush = before_flush
+        self._started = wall()
+
+    async def run(self, done: asyncio.Event) -> None:
+        """Flush every interval until ``done`` is set, then flush what is left."""
+        while not await sleep_unless(self._clock, done, self._interval):
+            self.flush()
+        self.flush()
+
+    def flush(self) -> None:
+        """Write the interval now ending, stamped with its start. A failure is logged by
+        type; the loop and the turns never see it."""
+        try:
+            self._before_flush(self._book)
+            started, self._started = self._started, self._wall()
+            documents = emf_documents(
+                self._book.take(), self._dimensions, datetime.fromtimestamp(started, UTC)
+            )
+            out = self._out or sys.stdout
+            out.write("".join(f"{document}\n" for document in documents))
+            out.flush()
+        except Exception as exc:
+            log_failure("clerk.converse_metrics_flush_failed", exc)
