@@ -17,11 +17,12 @@ from worker.adapters.ledger import DynamoCommandLedger
 from worker.adapters.s3 import S3ObjectStore
 from worker.adapters.sqs import BatchingSender, QueueDescription, SqsQueue
 from worker.consumer import Consumer
+from worker.done_marks import BatchingLedger
 from worker.errors import ConfigError, StoreUnavailable
 from worker.logs import get_logger
 from worker.payloads import OffloadingSender
 from worker.policy import RECEIVE_BACKOFF
-from worker.ports import MessageSender
+from worker.ports import CommandLedger, MessageSender
 from worker.settings import Settings
 from worker.stage import ConverseStage
 from worker.timing import LoopClock, sleep_unless
@@ -110,11 +111,12 @@ def build_stage(
     *,
     visibility_timeout: int,
     model_queue: MessageSender | None = None,
+    ledger: CommandLedger | None = None,
 ) -> ConverseStage:
     """The stage over the real adapters; command leases last one visibility timeout."""
     return ConverseStage(
         history=DynamoHistoryStore(clients.dynamodb, settings.history_table),
-        ledger=DynamoCommandLedger(clients.dynamodb, settings.history_table),
+        ledger=ledger or DynamoCommandLedger(clients.dynamodb, settings.history_table),
         model_queue=offloading(
             model_queue or SqsQueue(clients.sqs, settings.model_queue_url), clients, settings
         ),
@@ -135,10 +137,16 @@ async def run_worker(settings: Settings, stopping: asyncio.Event) -> None:
         if description is None or description.dead_letter is None:
             return
         visibility = description.visibility_timeout
-        # Prompts from concurrent turns leave in SendMessageBatch calls.
+        # Prompts from concurrent turns leave in SendMessageBatch calls, and their done
+        # marks in BatchWriteItem calls.
         model_queue = BatchingSender(SqsQueue(clients.sqs, settings.model_queue_url))
+        ledger = BatchingLedger(DynamoCommandLedger(clients.dynamodb, settings.history_table))
         stage = build_stage(
-            clients, settings, visibility_timeout=visibility, model_queue=model_queue
+            clients,
+            settings,
+            visibility_timeout=visibility,
+            model_queue=model_queue,
+            ledger=ledger,
         )
         consumer = Consumer(
             source=converse,
@@ -149,4 +157,6 @@ async def run_worker(settings: Settings, stopping: asyncio.Event) -> None:
         try:
             await consumer.run(stopping)
         finally:
+            # In-flight turns have ended by now (finished, or cancelled at the grace deadline).
+            await ledger.close()
             await model_queue.close()
