@@ -11,7 +11,7 @@ command as with one write per command; what a batch changes is only how long the
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
@@ -24,9 +24,9 @@ from worker.timing import Clock
 #: BatchWriteItem takes at most 25 requests.
 MAX_WRITE_BATCH = 25
 #: How long a done mark waits for the next one to join it, and at most in all. Not on the
-#: prompt's path (the prompt is out): it holds the turn's slot and delays its delete.
+#: prompt's path (the prompt is out), but it holds the turn's slot and delays its delete.
 DONE_MARK_LINGER_SECONDS = 0.005
-DONE_MARK_MAX_LINGER_SECONDS = 0.02
+DONE_MARK_MAX_LINGER_SECONDS = 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +47,13 @@ class BatchLedger(CommandLedger, Protocol):
 
 
 class BatchingLedger:
-    """A CommandLedger whose done marks leave in batches; the rest passes straight through."""
+    """A CommandLedger whose done marks leave in batches; the rest passes straight through.
+
+    With ``coming`` (the prompts sent and not yet answered: their turns' marks will
+    follow), a batch of marks waits for those, up to ``max_linger``, and leaves at once
+    when there are none; so the marks of a received batch whose prompts left in two
+    SendMessageBatch calls still go as one write. Without it, a batch waits ``linger``
+    for each next mark."""
 
     def __init__(
         self,
@@ -55,6 +61,7 @@ class BatchingLedger:
         *,
         linger: float = DONE_MARK_LINGER_SECONDS,
         max_linger: float = DONE_MARK_MAX_LINGER_SECONDS,
+        coming: Callable[[], int] | None = None,
         clock: Clock | None = None,
     ) -> None:
         self._ledger = ledger
@@ -66,6 +73,7 @@ class BatchingLedger:
             max_items=MAX_WRITE_BATCH,
             name="done-marks",
             clock=clock,
+            coming=coming,
         )
 
     async def begin(

@@ -21,6 +21,7 @@ from worker.done_marks import BatchingLedger
 from worker.errors import ConfigError, StoreUnavailable
 from worker.logs import get_logger
 from worker.payloads import OffloadingSender
+from worker.pending_sends import PendingSends
 from worker.policy import RECEIVE_BACKOFF
 from worker.ports import CommandLedger, MessageSender
 from worker.settings import Settings
@@ -28,6 +29,10 @@ from worker.stage import ConverseStage
 from worker.timing import LoopClock, sleep_unless
 
 log = get_logger()
+
+#: The longest a prompt waits for the turns started with it to reach their sends: a busy
+#: worker's turns of one received batch get there tens of milliseconds apart.
+PROMPT_MAX_LINGER_SECONDS = 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,20 +142,29 @@ async def run_worker(settings: Settings, stopping: asyncio.Event) -> None:
         if description is None or description.dead_letter is None:
             return
         visibility = description.visibility_timeout
-        # Prompts from concurrent turns leave in SendMessageBatch calls, and their done
-        # marks in BatchWriteItem calls.
-        model_queue = BatchingSender(SqsQueue(clients.sqs, settings.model_queue_url))
-        ledger = BatchingLedger(DynamoCommandLedger(clients.dynamodb, settings.history_table))
+        # Prompts from concurrent turns leave in SendMessageBatch calls (a batch waits for
+        # the turns still on their way to it), and their done marks in BatchWriteItem calls.
+        pending = PendingSends()
+        model_queue = BatchingSender(
+            SqsQueue(clients.sqs, settings.model_queue_url),
+            max_linger=PROMPT_MAX_LINGER_SECONDS,
+            coming=pending,
+        )
+        pending.on_give_up(model_queue.nudge)
+        ledger = BatchingLedger(
+            DynamoCommandLedger(clients.dynamodb, settings.history_table),
+            coming=lambda: pending() + model_queue.outstanding(),
+        )
         stage = build_stage(
             clients,
             settings,
             visibility_timeout=visibility,
-            model_queue=model_queue,
+            model_queue=pending.sender(model_queue),
             ledger=ledger,
         )
         consumer = Consumer(
             source=converse,
-            stage=stage,
+            stage=pending.stage(stage),
             dead_letters=offloading(description.dead_letter, clients, settings),
             policy=settings.consumer_policy(visibility_timeout=visibility),
         )

@@ -198,3 +198,31 @@ async def test_ten_concurrent_turns_mark_done_in_one_write_and_a_mark_left_over_
     assert set(client.written) == {f"c-{i}" for i in range(10)}
     assert clock.now == pytest.approx(0.005 + 0.25 + 0.005)
     assert len(model_queue.sent) == 10
+
+
+async def test_marks_wait_for_those_of_prompts_still_out_and_leave_as_one_write() -> None:
+    """Seven marks, and three prompts of the same received batch still on their way (a
+    second SendMessageBatch): the seven wait for the other three, then all ten leave in
+    one write as the last arrives; with nothing on its way, a mark leaves at once."""
+    clock = FakeClock()
+    client = FakeDynamo()
+    out = [3]
+    ledger = BatchingLedger(DynamoCommandLedger(client, TABLE), clock=clock, coming=lambda: out[0])
+    first = asyncio.gather(
+        *(ledger.finish("matter-1", f"c-{i}", owner="w", now=NOW) for i in range(7))
+    )
+    await clock.advance(0.02)
+    assert client.writes == []
+    out[0] = 0
+    rest = asyncio.gather(
+        *(ledger.finish("matter-1", f"c-{i}", owner="w", now=NOW) for i in range(7, 10))
+    )
+    await clock.advance(0)
+    assert [len(items) for items in client.writes] == [10]
+    await first
+    await rest
+    lone = asyncio.ensure_future(ledger.finish("matter-1", "c-lone", owner="w", now=NOW))
+    await clock.advance(0)
+    assert [len(items) for items in client.writes] == [10, 1]
+    await lone
+    await ledger.close()
