@@ -58,8 +58,18 @@ async def replay(args: argparse.Namespace, payloads: dict[str, list[Any]]) -> No
         def key(conversation_id: str, command_id: str) -> dict[str, Any]:
             return {"pk": {"S": conversation_id}, "sk": {"S": "cmd#" + command_id}}
 
-        async def begin(conversation_id: str, command_id: str, owner: str) -> None:
+        async def begin(conversation_id: str, command_id: str, owner: str) -> bool:
+            """The claim; False when another lane holds it (moto delivered a message twice)."""
             now = datetime.now(UTC)
+            try:
+                await claim_command(conversation_id, command_id, owner, now)
+            except dynamodb.exceptions.ConditionalCheckFailedException:
+                return False
+            return True
+
+        async def claim_command(
+            conversation_id: str, command_id: str, owner: str, now: datetime
+        ) -> None:
             await dynamodb.update_item(
                 TableName=table,
                 Key=key(conversation_id, command_id),
@@ -158,7 +168,19 @@ async def replay(args: argparse.Namespace, payloads: dict[str, list[Any]]) -> No
                     conversation_id, body, through = payloads[command_id]
                     work.append((command_id, conversation_id, body, through, message))
                 owner = f"replay/{number}"
-                await asyncio.gather(*(begin(w[1], w[0], owner) for w in work))
+                claims = await asyncio.gather(*(begin(w[1], w[0], owner) for w in work))
+                copies = [w for w, claimed in zip(work, claims, strict=True) if not claimed]
+                work = [w for w, claimed in zip(work, claims, strict=True) if claimed]
+                if copies:  # the lane that claimed it serves it; this copy just goes
+                    await sqs.delete_message_batch(
+                        QueueUrl=converse,
+                        Entries=[
+                            {"Id": str(i), "ReceiptHandle": w[4]["ReceiptHandle"]}
+                            for i, w in enumerate(copies)
+                        ],
+                    )
+                if not work:
+                    continue
                 await asyncio.gather(*(query(w[1]) for w in work))
                 await sqs.send_message_batch(
                     QueueUrl=settings.model_queue_url,
