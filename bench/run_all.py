@@ -31,7 +31,11 @@ feed and drain always talk to the servers directly; only the contenders of the "
 latency" rows go through the proxy.
 
 ``--only throughput,latency,profile,cost`` runs just those server parts (for development)
-and writes their figures to ``.bench/partial/results.json`` instead of the report.
+and writes their figures to ``.bench/partial/results.json`` instead of the report; with
+``--before`` part 3 also runs the worker as of :data:`BEFORE_REF` (a full run always does).
+The calls per command before and after issue 14, in a few minutes::
+
+    .venv/bin/python -m bench.run_all --quick --only throughput --before
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import io
 import json
 import os
@@ -99,6 +104,7 @@ class Plan:
     latency_seconds: float
     profile_seconds: float
     extra_workers: bool  # the "before" tree and uvloop
+    before: bool = False  # the "before" tree alone (``--before``), e.g. in a quick run
 
     @staticmethod
     def make(quick: bool) -> Plan:
@@ -241,10 +247,11 @@ async def part_cost(
 def throughput_kinds(regime: str, plan: Plan, tree: Path | None) -> list[str]:
     """The contenders of part 3 in one regime, in the order they run each round."""
     kinds = ["naive", "worker", "replay"]
-    if regime == DIRECT and plan.extra_workers:
-        kinds[2:2] = (["worker-before"] if tree else []) + ["worker-uvloop"]
+    before = ["worker-before"] if tree else []
+    if regime == DIRECT:
+        kinds[2:2] = before + (["worker-uvloop"] if plan.extra_workers else [])
     if regime == DELAYED:
-        kinds[2:2] = (["worker-before"] if tree and plan.extra_workers else []) + ["worker-x2"]
+        kinds[2:2] = [*before, "worker-x2"]
     return kinds
 
 
@@ -259,7 +266,7 @@ async def part_throughput(
     """Part 3 in both regimes, rounds interleaved: {regime: {concurrency, runs, ...}}."""
     say(f"part 3: throughput, {plan.rounds} round(s) per contender, interleaved, without and "
         "with the injected latency")  # fmt: skip
-    tree = before_tree(say) if plan.extra_workers else None
+    tree = before_tree(say) if plan.extra_workers or plan.before else None
     runs = {
         regime: {kind: [] for kind in throughput_kinds(regime, plan, tree)} for regime in fleets
     }
@@ -602,6 +609,14 @@ def run_only(parts: Sequence[str], plan: Plan, say: Progress, profile_seconds: f
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     say(f"wrote {out.relative_to(REPO_ROOT)}")
+    for key, regime in (("throughput", "without latency"), ("throughput_delayed", "with latency")):
+        for kind, summary in results.get(key, {}).get("summary", {}).items():
+            calls = summary["calls_per_command"]
+            print(
+                f"{regime:>15} {kind:>14}: {summary['commands_per_second']:6.1f} commands/s, "
+                f"{sum(calls.values()):.2f} AWS calls/command, "
+                f"{summary['cpu_ms_per_command']:.2f} CPU ms/command"
+            )
     return 0
 
 
@@ -611,8 +626,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--only", help=f"comma-separated server parts of {PARTS}, no report")
     parser.add_argument("--profile-seconds", type=float, default=10.0,
                         help="with --only profile: seconds of sampling")  # fmt: skip
+    parser.add_argument("--before", action="store_true",
+                        help=f"part 3 also runs the worker of {BEFORE_REF}")  # fmt: skip
     args = parser.parse_args(argv)
-    plan = Plan.make(args.quick)
+    plan = dataclasses.replace(Plan.make(args.quick), before=args.before)
     say = Progress()
     WORK_DIR.mkdir(parents=True, exist_ok=True)
     if args.only:

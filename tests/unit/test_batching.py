@@ -249,3 +249,25 @@ async def test_a_nudge_with_nothing_queued_does_not_stop_the_batcher(clock: Fake
     await clock.advance(0)
     assert recorder.batches == [["a"], ["b"]]
     await batcher.close()
+
+
+async def test_outstanding_counts_items_until_their_results_are_in(clock: FakeClock) -> None:
+    """What a done-mark batch waits for: sends made whose results are not in yet."""
+    gate = asyncio.Event()
+
+    async def flush(items: Sequence[str]) -> list[str | BaseException]:
+        await gate.wait()
+        return [ValueError(i) if i == "b" else i for i in items]
+
+    batcher: Batcher[str, str] = Batcher(flush, linger=0.01, clock=clock)
+    futures = [batcher.submit(i) for i in "abc"]
+    assert batcher.outstanding() == 3
+    await clock.advance(0.01)
+    assert batcher.outstanding() == 3  # in a batch being sent
+    gate.set()
+    await clock.advance(0)
+    assert batcher.outstanding() == 0  # the failed entry's result is in too
+    assert futures[0].result() == "a"
+    with pytest.raises(ValueError, match="b"):
+        futures[1].result()
+    await batcher.close()
