@@ -551,7 +551,7 @@ def _part4(doc: dict[str, Any], rel: str) -> list[str]:
         "",
         "The worker's path is longer than the naive loop's by design: a ledger claim before "
         "the Query and, on the way out, a send that waits for the prompts of turns still on "
-        "their way to it (50 ms at most; a lone prompt does not wait) so that ten sends "
+        "their way to it (100 ms at most; a lone prompt does not wait) so that ten sends "
         "leave as one call under load. Below saturation the batches are small: a long poll "
         "returns as soon as one message is there, so each command costs about one receive, "
         "one send and one delete call, as in the naive loop, plus the ledger's claim and "

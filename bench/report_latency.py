@@ -391,7 +391,7 @@ def before_after(doc: dict[str, Any]) -> list[str]:
             )
         lines.append("")
     lines += [
-        "What issue 14 changed (`worker/done_marks.py`, `worker/pending_sends.py`, "
+        "What issue 14 changed (`worker/done_marks.py`, `worker/cohorts.py`, "
         "`worker/batching.py`; the contract and the reliability tests unchanged):",
         "",
         "- **Done marks leave together.** The claim stays one conditional `UpdateItem` per "
@@ -404,11 +404,12 @@ def before_after(doc: dict[str, Any]) -> list[str]:
         "worker the prompts of one received batch reached the send batcher further apart "
         "than its 5 ms linger (each turn's CPU runs in between) and left in halves and "
         "thirds, and the done marks and deletes behind them too. The batcher is now told "
-        "how many turns are still on their way to a send: a batch waits while some are (50 "
-        "ms at most) and leaves at once when none are, so a lone prompt no longer waits a "
-        "linger at all. Done marks wait the same way for the marks of prompts still out; "
-        "deletes, which hold no slot and are on no latency path, wait up to 200 ms for "
-        "nine others.",
+        "how many turns of the received batches already sending are still on their way to "
+        "a send: a batch waits while some are (100 ms at most) and leaves at once when none "
+        "are, so a lone prompt no longer waits a linger at all. That costs no throughput: "
+        "the consumer receives again only once a whole batch of slots is free. Done marks "
+        "wait the same way for the rest of their received batch; deletes, which hold no "
+        "slot and are on no latency path, wait up to 200 ms for nine others.",
         "- **Issue 7's optimisations stay** (full receive batches, no client-side parameter "
         "validation; uvloop measured and not adopted): see that run's figures in git "
         "history (`docs/BENCHMARKS.md` at commit `5f56e34`).",

@@ -26,7 +26,7 @@ MAX_WRITE_BATCH = 25
 #: How long a done mark waits for the next one to join it, and at most in all. Not on the
 #: prompt's path (the prompt is out), but it holds the turn's slot and delays its delete.
 DONE_MARK_LINGER_SECONDS = 0.005
-DONE_MARK_MAX_LINGER_SECONDS = 0.05
+DONE_MARK_MAX_LINGER_SECONDS = 0.1
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,11 +49,11 @@ class BatchLedger(CommandLedger, Protocol):
 class BatchingLedger:
     """A CommandLedger whose done marks leave in batches; the rest passes straight through.
 
-    With ``coming`` (the prompts sent and not yet answered: their turns' marks will
-    follow), a batch of marks waits for those, up to ``max_linger``, and leaves at once
-    when there are none; so the marks of a received batch whose prompts left in two
-    SendMessageBatch calls still go as one write. Without it, a batch waits ``linger``
-    for each next mark."""
+    With ``coming`` (the marks still to come from the received batches already marking:
+    :mod:`worker.cohorts`), a batch of marks waits for those, up to ``max_linger``, and
+    leaves at once when there are none; so the marks of a received batch whose prompts
+    left in two SendMessageBatch calls still go as one write. Without it, a batch waits
+    ``linger`` for each next mark."""
 
     def __init__(
         self,
@@ -98,6 +98,10 @@ class BatchingLedger:
 
     async def abandon(self, conversation_id: str, command_id: str, *, owner: str) -> None:
         await self._ledger.abandon(conversation_id, command_id, owner=owner)
+
+    def nudge(self) -> None:
+        """A turn the batch may be waiting for ended without marking."""
+        self._marks.nudge()
 
     async def close(self) -> None:
         """Write the marks still queued, then stop."""

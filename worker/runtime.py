@@ -16,12 +16,12 @@ from worker.adapters.dynamodb import DynamoHistoryStore
 from worker.adapters.ledger import DynamoCommandLedger
 from worker.adapters.s3 import S3ObjectStore
 from worker.adapters.sqs import BatchingSender, QueueDescription, SqsQueue
+from worker.cohorts import Cohorts
 from worker.consumer import Consumer
 from worker.done_marks import BatchingLedger
 from worker.errors import ConfigError, StoreUnavailable
 from worker.logs import get_logger
 from worker.payloads import OffloadingSender
-from worker.pending_sends import PendingSends
 from worker.policy import RECEIVE_BACKOFF
 from worker.ports import CommandLedger, MessageSender
 from worker.settings import Settings
@@ -30,9 +30,9 @@ from worker.timing import LoopClock, sleep_unless
 
 log = get_logger()
 
-#: The longest a prompt waits for the turns started with it to reach their sends: a busy
-#: worker's turns of one received batch get there tens of milliseconds apart.
-PROMPT_MAX_LINGER_SECONDS = 0.05
+#: The longest a prompt waits for the rest of its received batch to reach their sends: a
+#: busy worker's turns of one received batch get there tens of milliseconds apart.
+PROMPT_MAX_LINGER_SECONDS = 0.1
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,29 +142,29 @@ async def run_worker(settings: Settings, stopping: asyncio.Event) -> None:
         if description is None or description.dead_letter is None:
             return
         visibility = description.visibility_timeout
-        # Prompts from concurrent turns leave in SendMessageBatch calls (a batch waits for
-        # the turns still on their way to it), and their done marks in BatchWriteItem calls.
-        pending = PendingSends()
+        # Prompts from concurrent turns leave in SendMessageBatch calls and their done marks
+        # in BatchWriteItem calls, each batch waiting for the rest of its received batch.
+        cohorts = Cohorts()
         model_queue = BatchingSender(
             SqsQueue(clients.sqs, settings.model_queue_url),
             max_linger=PROMPT_MAX_LINGER_SECONDS,
-            coming=pending,
+            coming=cohorts.sends_coming,
         )
-        pending.on_give_up(model_queue.nudge)
         ledger = BatchingLedger(
             DynamoCommandLedger(clients.dynamodb, settings.history_table),
-            coming=lambda: pending() + model_queue.outstanding(),
+            coming=cohorts.marks_coming,
         )
+        cohorts.on_give_up(sends=model_queue.nudge, marks=ledger.nudge)
         stage = build_stage(
             clients,
             settings,
             visibility_timeout=visibility,
-            model_queue=pending.sender(model_queue),
-            ledger=ledger,
+            model_queue=cohorts.sender(model_queue),
+            ledger=cohorts.ledger(ledger),
         )
         consumer = Consumer(
-            source=converse,
-            stage=pending.stage(stage),
+            source=cohorts.source(converse),
+            stage=cohorts.stage(stage),
             dead_letters=offloading(description.dead_letter, clients, settings),
             policy=settings.consumer_policy(visibility_timeout=visibility),
         )

@@ -169,7 +169,7 @@ class BatchingSender:
     """A MessageSender whose sends, made one per turn, leave as SendMessageBatch calls of
     up to ten entries and at most ``max_batch_bytes`` (SQS: 1 MiB for a whole batch).
 
-    With ``coming`` (turns still on their way to a send, :mod:`worker.pending_sends`), a
+    With ``coming`` (turns still on their way to a send, :mod:`worker.cohorts`), a
     batch waits for them up to ``max_linger`` and leaves at once when none are; without
     it, for ``linger`` after each item (``max_linger`` at most)."""
 
