@@ -15,10 +15,9 @@ from aiobotocore.config import AioConfig
 from worker.adapters.dynamodb import DynamoHistoryStore
 from worker.adapters.ledger import DynamoCommandLedger
 from worker.adapters.s3 import S3ObjectStore
-from worker.adapters.sqs import BatchingSender, QueueDescription, SqsQueue
-from worker.cohorts import Cohorts
+from worker.adapters.sqs import QueueDescription, SqsQueue
+from worker.batched_turns import batched_turns
 from worker.consumer import Consumer
-from worker.done_marks import BatchingLedger
 from worker.errors import ConfigError, StoreUnavailable
 from worker.logs import get_logger
 from worker.payloads import OffloadingSender
@@ -29,10 +28,6 @@ from worker.stage import ConverseStage
 from worker.timing import LoopClock, sleep_unless
 
 log = get_logger()
-
-#: The longest a prompt waits for the rest of its received batch to reach their sends: a
-#: busy worker's turns of one received batch get there tens of milliseconds apart.
-PROMPT_MAX_LINGER_SECONDS = 0.1
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,35 +137,28 @@ async def run_worker(settings: Settings, stopping: asyncio.Event) -> None:
         if description is None or description.dead_letter is None:
             return
         visibility = description.visibility_timeout
-        # Prompts from concurrent turns leave in SendMessageBatch calls and their done marks
-        # in BatchWriteItem calls, each batch waiting for the rest of its received batch.
-        cohorts = Cohorts()
-        model_queue = BatchingSender(
-            SqsQueue(clients.sqs, settings.model_queue_url),
-            max_linger=PROMPT_MAX_LINGER_SECONDS,
-            coming=cohorts.sends_coming,
+        # Prompts from concurrent turns leave in SendMessageBatch calls, their done marks in
+        # BatchWriteItem calls.
+        batched = batched_turns(
+            clients.sqs,
+            clients.dynamodb,
+            model_queue_url=settings.model_queue_url,
+            table=settings.history_table,
         )
-        ledger = BatchingLedger(
-            DynamoCommandLedger(clients.dynamodb, settings.history_table),
-            coming=cohorts.marks_coming,
-        )
-        cohorts.on_give_up(sends=model_queue.nudge, marks=ledger.nudge)
         stage = build_stage(
             clients,
             settings,
             visibility_timeout=visibility,
-            model_queue=cohorts.sender(model_queue),
-            ledger=cohorts.ledger(ledger),
+            model_queue=batched.model_queue,
+            ledger=batched.ledger,
         )
         consumer = Consumer(
-            source=cohorts.source(converse),
-            stage=cohorts.stage(stage),
+            source=batched.source(converse),
+            stage=batched.stage(stage),
             dead_letters=offloading(description.dead_letter, clients, settings),
             policy=settings.consumer_policy(visibility_timeout=visibility),
         )
         try:
             await consumer.run(stopping)
         finally:
-            # In-flight turns have ended by now (finished, or cancelled at the grace deadline).
-            await ledger.close()
-            await model_queue.close()
+            await batched.close()
