@@ -201,7 +201,7 @@ def markdown(doc: dict[str, Any], results_path: str) -> str:
         "AWS limits that bind first",
         "",
         f"From the run of {doc['measured_at']} (`{doc['command']}`, figures in "
-        f"`{results_path}`, tables in docs/BENCHMARKS.md)"
+        f"`{results_path}`, tables in `{Path(results_path).parent.parent / 'BENCHMARKS.md'}`)"
         + (quick if doc.get("quick") else "")
         + ", the deployment files in `infra/`, and the AWS limits cited in section 4. Every "
         "figure below is one of those, or arithmetic on them shown where it is made; "
