@@ -2,8 +2,8 @@
 
 Each of ``--lanes`` lanes loops: ReceiveMessage (up to ``--batch``) → UpdateItem ledger
 begin for each → Query for each → SendMessageBatch of the precomputed prompt bodies →
-UpdateItem ledger finish for each → (a compaction claim UpdateItem and SendMessage for a
-conversation whose fold is due, once) → DeleteMessageBatch. The requests are the
+one BatchWriteItem of the ledger's done records → (a compaction claim UpdateItem and
+SendMessage for a conversation whose fold is due, once) → DeleteMessageBatch. The requests are the
 stage's own (same expressions, same attributes, same client configuration from
 ``worker.runtime.aws_clients``); the answers are parsed by botocore and ignored. What is
 left out is the stage itself: command validation, the window, payload encoding, the
@@ -58,8 +58,18 @@ async def replay(args: argparse.Namespace, payloads: dict[str, list[Any]]) -> No
         def key(conversation_id: str, command_id: str) -> dict[str, Any]:
             return {"pk": {"S": conversation_id}, "sk": {"S": "cmd#" + command_id}}
 
-        async def begin(conversation_id: str, command_id: str, owner: str) -> None:
+        async def begin(conversation_id: str, command_id: str, owner: str) -> bool:
+            """The claim; False when another lane holds it (moto delivered a message twice)."""
             now = datetime.now(UTC)
+            try:
+                await claim_command(conversation_id, command_id, owner, now)
+            except dynamodb.exceptions.ConditionalCheckFailedException:
+                return False
+            return True
+
+        async def claim_command(
+            conversation_id: str, command_id: str, owner: str, now: datetime
+        ) -> None:
             await dynamodb.update_item(
                 TableName=table,
                 Key=key(conversation_id, command_id),
@@ -86,18 +96,26 @@ async def replay(args: argparse.Namespace, payloads: dict[str, list[Any]]) -> No
                 **history_page_query(table, conversation_id, settings.history_page_size)
             )
 
-        async def finish(conversation_id: str, command_id: str, owner: str) -> None:
-            await dynamodb.update_item(
-                TableName=table,
-                Key=key(conversation_id, command_id),
-                UpdateExpression="SET #status = :done, done_at = :at, #owner = :owner "
-                "REMOVE lease_until",
-                ExpressionAttributeNames={"#status": "status", "#owner": "owner"},
-                ExpressionAttributeValues={
-                    ":done": {"S": "done"},
-                    ":at": {"S": _stamp(datetime.now(UTC))},
-                    ":owner": {"S": owner},
-                },
+        async def finish(work: list[tuple[Any, ...]], owner: str) -> None:
+            """The done marks of the batch: the ledger's BatchWriteItem of done records."""
+            now = datetime.now(UTC)
+            await dynamodb.batch_write_item(
+                RequestItems={
+                    table: [
+                        {
+                            "PutRequest": {
+                                "Item": {
+                                    **key(w[1], w[0]),
+                                    "status": {"S": "done"},
+                                    "owner": {"S": owner},
+                                    "done_at": {"S": _stamp(now)},
+                                    "expires_at": {"N": _epoch(now + timedelta(days=15))},
+                                }
+                            }
+                        }
+                        for w in work
+                    ]
+                }
             )
 
         async def compact(conversation_id: str, command_id: str, through: int) -> None:
@@ -150,13 +168,25 @@ async def replay(args: argparse.Namespace, payloads: dict[str, list[Any]]) -> No
                     conversation_id, body, through = payloads[command_id]
                     work.append((command_id, conversation_id, body, through, message))
                 owner = f"replay/{number}"
-                await asyncio.gather(*(begin(w[1], w[0], owner) for w in work))
+                claims = await asyncio.gather(*(begin(w[1], w[0], owner) for w in work))
+                copies = [w for w, claimed in zip(work, claims, strict=True) if not claimed]
+                work = [w for w, claimed in zip(work, claims, strict=True) if claimed]
+                if copies:  # the lane that claimed it serves it; this copy just goes
+                    await sqs.delete_message_batch(
+                        QueueUrl=converse,
+                        Entries=[
+                            {"Id": str(i), "ReceiptHandle": w[4]["ReceiptHandle"]}
+                            for i, w in enumerate(copies)
+                        ],
+                    )
+                if not work:
+                    continue
                 await asyncio.gather(*(query(w[1]) for w in work))
                 await sqs.send_message_batch(
                     QueueUrl=settings.model_queue_url,
                     Entries=[{"Id": str(i), "MessageBody": w[2]} for i, w in enumerate(work)],
                 )
-                await asyncio.gather(*(finish(w[1], w[0], owner) for w in work))
+                await finish(work, owner)
                 due = [w for w in work if w[3] and w[1] not in claimed]
                 claimed.update(w[1] for w in due)
                 await asyncio.gather(*(compact(w[1], w[0], w[3]) for w in due))

@@ -154,6 +154,11 @@ def purpose(service: str, operation: str, params: dict[str, Any]) -> str:
             return COMPACTION
         return TURN
     if service == "dynamodb":
+        if operation == "BatchWriteItem":  # the ledger's done marks: puts of cmd# records
+            requests = [r for table in params.get("RequestItems", {}).values() for r in table]
+            keys = [str(r.get("PutRequest", {}).get("Item", {}).get("sk", {}).get("S", ""))
+                    for r in requests]  # fmt: skip
+            return IDEMPOTENCY if keys and all(k.startswith("cmd#") for k in keys) else TURN
         sk = str(params.get("Key", {}).get("sk", {}).get("S", ""))
         if sk == "state":
             return COMPACTION

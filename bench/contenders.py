@@ -184,3 +184,52 @@ def diff(after: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
         out[name] = after.get(name, 0) - before.get(name, 0)
     out["peak_rss_bytes"] = after.get("peak_rss_bytes", 0)
     return out
+
+
+@dataclass
+class Group:
+    """Several contenders run as one (the scale-out rows: N worker processes on one stack):
+    started and stopped together, their counts and CPU summed, their peak RSS the largest."""
+
+    name: str
+    members: list[Contender]
+
+    def start(self) -> None:
+        for member in self.members:
+            member.start()
+
+    async def snapshot(self, within: float = 10.0) -> dict[str, Any]:
+        documents = await asyncio.gather(*(m.snapshot(within) for m in self.members))
+        return merge(documents)
+
+    async def stop(self, within: float = 30.0) -> dict[str, Any]:
+        documents = await asyncio.gather(*(m.stop(within) for m in self.members))
+        merged = merge(documents)
+        merged["exit_code"] = next((d["exit_code"] for d in documents if d["exit_code"]), 0)
+        merged["proc_before_exit"] = {
+            "peak_rss_bytes": max(
+                d.get("proc_before_exit", {}).get("peak_rss_bytes", 0) for d in documents
+            )
+        }
+        return merged
+
+    def log_tail(self, lines: int = 20) -> str:
+        return "\n".join(f"[{m.name}]\n{m.log_tail(lines)}" for m in self.members)
+
+
+def merge(documents: list[dict[str, Any]]) -> dict[str, Any]:
+    """Snapshots of several processes as one: counts and CPU summed, peak RSS the largest."""
+    out: dict[str, Any] = {"members": len(documents)}
+    for name in ("requests", "calls", "failed"):
+        total: dict[str, float] = {}
+        for document in documents:
+            for key, n in document.get(name, {}).items():
+                total[key] = total.get(key, 0) + n
+        out[name] = total
+    for name in ("query_items", "query_scanned", "query_capacity", "write_capacity", "cpu_seconds"):
+        out[name] = sum(d.get(name, 0) for d in documents)
+    out["proc"] = {
+        "peak_rss_bytes": max(d.get("proc", {}).get("peak_rss_bytes", 0) for d in documents)
+    }
+    out["event_loop"] = documents[0].get("event_loop") if documents else None
+    return out

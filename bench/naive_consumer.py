@@ -4,8 +4,8 @@ receive 1 message → parse → one Query (the same newest-first page as the sta
 project's own window and payload functions → ``send_message`` → ``delete_message``.
 
 It does the same work per command as the stage, minus the stage's reliability: no
-idempotency ledger (two DynamoDB writes a command), no lease renewal, no dead-letter
-handling, no fold requests. So it makes fewer calls per command than the stage.
+idempotency ledger (a claim and a share of a batched done mark a command), no lease
+renewal, no dead-letter handling, no fold requests.
 
 Run as its own process with the worker's environment (``python -m
 bench.naive_consumer``); SIGTERM stops it after the message in hand, SIGUSR1 writes its

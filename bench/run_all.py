@@ -2,32 +2,50 @@
 
 One run, on this machine, every comparison reported as a ratio::
 
-    .venv/bin/python -m bench.run_all            # ~6 min; writes docs/BENCHMARKS.md,
-                                                 # docs/benchmarks/*.png and results.json
+    .venv/bin/python -m bench.run_all            # ~12 min; writes docs/BENCHMARKS.md,
+                                                 # docs/SCALING.md, docs/benchmarks/*.png
+                                                 # and results.json
     .venv/bin/python -m bench.run_all --quick    # ~1.5 min smoke run; writes .bench/quick/
 
 1. the window vs LangChain's ``trim_messages`` (:mod:`bench.compare_trim_messages`);
 2. cost per turn vs conversation length, 10 to 100,000 messages (:mod:`bench.cost_per_turn`);
 3. throughput and AWS calls per command: the worker vs a naive sequential consumer vs a
    pure API replay, plus the worker before this round of optimisation and the worker on
-   uvloop (:mod:`bench.throughput`);
-4. send-to-arrival latency at a fixed offered load (:mod:`bench.latency`);
-5. a py-spy profile of the worker under load (:mod:`bench.profiling`);
+   uvloop (:mod:`bench.throughput`), each against the servers as they are and again with
+   a network round trip injected per request (:mod:`bench.netdelay`); with the latency,
+   also two worker processes on one stack (scale-out);
+4. send-to-arrival latency at a fixed offered load, without and with the latency
+   (:mod:`bench.latency`);
+5. a py-spy profile of the worker under load, without and with the latency
+   (:mod:`bench.profiling`);
 6. the fold gap: unfolded messages outside the window, pipelined fold requests against
    one at a time, with a lagging compactor (:mod:`bench.fold_gap`; the worker's own rules
    as a model, no servers);
 7. what operating it costs: the worker's CPU per command with metrics and tracing on and
    off, end to end and the telemetry path alone (:mod:`bench.telemetry_overhead`).
 
+Then docs/SCALING.md, the capacity model, from the same figures (:mod:`bench.scaling`).
+
 It starts its own servers on 127.0.0.1: a moto server (SQS, S3) in its own process, and
 dynalite for DynamoDB (installed with npm on first use), pointed at by
-``AWS_ENDPOINT_URL_DYNAMODB``.
+``AWS_ENDPOINT_URL_DYNAMODB``, and the latency proxy in front of both. The benchmark's own
+feed and drain always talk to the servers directly; only the contenders of the "with
+latency" rows go through the proxy.
+
+``--only throughput,latency,profile,cost`` runs just those server parts (for development)
+and writes their figures to ``.bench/partial/results.json`` instead of the report; with
+``--before`` part 3 also runs the worker as of :data:`BEFORE_REF` (a full run always does).
+The calls per command before and after issue 14, in a few minutes::
+
+    .venv/bin/python -m bench.run_all --quick --only throughput --before
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import dataclasses
 import io
 import json
 import os
@@ -36,7 +54,7 @@ import subprocess
 import sys
 import tarfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib.metadata import version
@@ -45,7 +63,7 @@ from typing import Any
 
 from bench import contenders, cost_per_turn, latency, profiling, telemetry_overhead, throughput
 from bench.compare_trim_messages import cpu_model
-from bench.servers import Servers, create_bench_resources, local_servers
+from bench.servers import RoundTrips, Servers, create_bench_resources, delayed, local_servers
 from bench.traffic import Drain
 from bench.workload import (
     Command,
@@ -61,12 +79,17 @@ from worker.settings import Settings
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 WORK_DIR = REPO_ROOT / ".bench" / "run"
-#: The worker before the optimisations measured here: the last commit without them. (If other
-#: worker changes are committed before them, move this to the commit they land on top of.)
-BEFORE_REF = "4170c82"
+#: The worker before the optimisations measured here (issue 14: done marks in batches): the
+#: last commit of main without them. (If other worker changes are committed before them,
+#: move this to the commit they land on top of.)
+BEFORE_REF = "5f56e34"
 TABLE = "bench-history"
 #: Commands one worker handles at once in parts 3 and 4: two full SQS batches.
 CONCURRENCY = 20
+#: The two regimes of parts 3-5: the local servers as they are, and a network away.
+DIRECT, DELAYED = "direct", "delayed"
+#: Worker processes in the scale-out row ("worker-x2").
+SCALE_OUT = 2
 
 
 @dataclass(frozen=True)
@@ -79,15 +102,17 @@ class Plan:
     rounds: int
     commands: int  # per contender and round (worker, replay)
     naive_commands: int
+    naive_delayed_commands: int  # the naive consumer with the latency: a few per second
     latency_seconds: float
     profile_seconds: float
     extra_workers: bool  # the "before" tree and uvloop
+    before: bool = False  # the "before" tree alone (``--before``), e.g. in a quick run
 
     @staticmethod
     def make(quick: bool) -> Plan:
         if quick:
-            return Plan(True, 40, (10, 100, 1_000, 10_000), 3, 5, 1, 400, 120, 5, 0, False)
-        return Plan(False, 200, cost_per_turn.LENGTHS, 15, 20, 3, 1000, 300, 20, 10, True)
+            return Plan(True, 40, (10, 100, 1_000, 10_000), 3, 5, 1, 400, 120, 80, 5, 0, False)
+        return Plan(False, 200, cost_per_turn.LENGTHS, 15, 20, 3, 1000, 300, 200, 20, 10, True)
 
     def load_all_samples(self, length: int) -> int:
         if length >= 100_000:
@@ -221,81 +246,134 @@ async def part_cost(
     return {"rows": rows, "worker_exit_code": worker.process.returncode if worker.process else None}
 
 
+def throughput_kinds(regime: str, plan: Plan, tree: Path | None) -> list[str]:
+    """The contenders of part 3 in one regime, in the order they run each round."""
+    kinds = ["naive", "worker", "replay"]
+    before = ["worker-before"] if tree else []
+    if regime == DIRECT:
+        kinds[2:2] = before + (["worker-uvloop"] if plan.extra_workers else [])
+    if regime == DELAYED:
+        kinds[2:2] = [*before, "worker-x2"]
+    return kinds
+
+
 async def part_throughput(
+    clients: Any,
+    fleets: dict[str, Servers],
+    plan: Plan,
+    say: Progress,
+    conversations: dict[str, Conversation],
+    text: Any,
+) -> dict[str, dict[str, Any]]:
+    """Part 3 in both regimes, rounds interleaved: {regime: {concurrency, runs, ...}}."""
+    say(f"part 3: throughput, {plan.rounds} round(s) per contender, interleaved, without and "
+        "with the injected latency")  # fmt: skip
+    tree = before_tree(say) if plan.extra_workers or plan.before else None
+    runs = {
+        regime: {kind: [] for kind in throughput_kinds(regime, plan, tree)} for regime in fleets
+    }
+    for round_number in range(1, plan.rounds + 1):
+        for regime, servers in fleets.items():
+            for kind in runs[regime]:
+                result = await throughput_run(
+                    clients, servers, plan, say, conversations, text,
+                    kind=kind, regime=regime, round_number=round_number, tree=tree,
+                )  # fmt: skip
+                runs[regime][kind].append(result)
+    return {
+        regime: {
+            "concurrency": CONCURRENCY,
+            "runs": regime_runs,
+            "before_ref": BEFORE_REF if tree else None,
+            "round_trips": _round_trips(fleets[regime]),
+        }
+        for regime, regime_runs in runs.items()
+    }
+
+
+def _round_trips(servers: Servers) -> dict[str, float] | None:
+    trips = servers.round_trips
+    return None if trips is None else {"sqs_ms": trips.sqs_ms, "dynamodb_ms": trips.dynamodb_ms}
+
+
+async def throughput_run(
     clients: Any,
     servers: Servers,
     plan: Plan,
     say: Progress,
     conversations: dict[str, Conversation],
     text: Any,
+    *,
+    kind: str,
+    regime: str,
+    round_number: int,
+    tree: Path | None,
 ) -> dict[str, Any]:
-    say(f"part 3: throughput, {plan.rounds} round(s) per contender, interleaved")
-    tree = before_tree(say) if plan.extra_workers else None
-    kinds = ["naive", "worker", "replay"]
-    if plan.extra_workers:
-        kinds[2:2] = (["worker-before"] if tree else []) + ["worker-uvloop"]
-    runs: dict[str, list[dict[str, Any]]] = {kind: [] for kind in kinds}
+    """One contender, one round, one regime: fresh queues, warm-up, measured commands."""
+    suffix = "-lat" if regime == DELAYED else ""
+    tag = f"{kind}{suffix}-r{round_number}"
     pool = list(conversations.values())
-    server_pids = throughput.ServerPids(servers.moto_pid, servers.dynalite_pid)
-    for round_number in range(1, plan.rounds + 1):
-        for kind in kinds:
-            tag = f"{kind}-r{round_number}"
-            # Every contender finds the fold state as seeded: nothing pending.
-            await put_items(clients.dynamodb, TABLE, [state_item(c) for c in pool])
-            env = await create_bench_resources(clients, f"tp-{tag}", TABLE)
-            child = servers.child_environ(
-                **env, WORKER_CONCURRENCY=str(CONCURRENCY), RECEIVE_WAIT_SECONDS="20"
-            )
-            count = plan.naive_commands if kind == "naive" else plan.commands
-            warmup = make_commands(f"{tag}-w", pool, 40, text, seed=round_number)
-            commands = make_commands(tag, pool, count, text, seed=100 + round_number)
-            window = 20 if kind == "naive" else CONCURRENCY + 10
-            if kind == "naive":
-                contender = contenders.naive(child, WORK_DIR, name=tag)
-            elif kind == "replay":
-                payloads = WORK_DIR / f"{tag}.payloads.json"
-                throughput.write_payloads(
-                    payloads,
-                    [*warmup, *commands],
-                    conversations,
-                    Settings.at_defaults().window_limits,
-                )
-                contender = contenders.replay(
-                    child, WORK_DIR, payloads, lanes=CONCURRENCY // 10, batch=10, name=tag
-                )
-            else:
-                extra = {}
-                if kind == "worker-before" and tree is not None:
-                    extra["BENCH_WORKER_PATH"] = str(tree)
-                if kind == "worker-uvloop":
-                    extra["BENCH_EVENT_LOOP"] = "uvloop"
-                contender = contenders.worker(child, WORK_DIR, name=tag, **extra)
-            drain = Drain(clients.sqs, env["MODEL_QUEUE_URL"])
-            drain.start()
-            try:
-                result = await throughput.measure(
-                    contender,
-                    sqs=clients.sqs,
-                    converse_url=env["CONVERSE_QUEUE_URL"],
-                    drain=drain,
-                    warmup=warmup,
-                    commands=commands,
-                    window=window,
-                    servers=server_pids,
-                    say=say,
-                )
-            finally:
-                await drain.stop()
-            result["kind"] = kind
-            result["round"] = round_number
-            result["window"] = window
-            runs[kind].append(result)
-            say(
-                f"  {tag}: {result['commands_per_second']:.1f} commands/s, "
-                f"{sum(result['calls'].values()) / result['commands']:.2f} AWS calls/command, "
-                f"{result['cpu_ms_per_command']:.2f} CPU ms/command"
-            )
-    return {"concurrency": CONCURRENCY, "runs": runs, "before_ref": BEFORE_REF if tree else None}
+    # Every contender finds the fold state as seeded: nothing pending.
+    await put_items(clients.dynamodb, TABLE, [state_item(c) for c in pool])
+    env = await create_bench_resources(clients, f"tp-{tag}", TABLE)
+    child = servers.child_environ(
+        **env, WORKER_CONCURRENCY=str(CONCURRENCY), RECEIVE_WAIT_SECONDS="20"
+    )
+    if kind == "naive":
+        count = plan.naive_delayed_commands if regime == DELAYED else plan.naive_commands
+    else:
+        count = plan.commands
+    warmup = make_commands(f"{tag}-w", pool, 40, text, seed=round_number)
+    commands = make_commands(tag, pool, count, text, seed=100 + round_number)
+    processes = SCALE_OUT if kind == "worker-x2" else 1
+    window = 20 if kind == "naive" else processes * (CONCURRENCY + 10)
+    contender: Any
+    if kind == "naive":
+        contender = contenders.naive(child, WORK_DIR, name=tag)
+    elif kind == "replay":
+        payloads = WORK_DIR / f"{tag}.payloads.json"
+        throughput.write_payloads(
+            payloads, [*warmup, *commands], conversations, Settings.at_defaults().window_limits
+        )
+        contender = contenders.replay(
+            child, WORK_DIR, payloads, lanes=CONCURRENCY // 10, batch=10, name=tag
+        )
+    elif kind == "worker-x2":
+        contender = contenders.Group(
+            tag, [contenders.worker(child, WORK_DIR, name=f"{tag}-{i}") for i in range(processes)]
+        )
+    else:
+        extra = {}
+        if kind == "worker-before" and tree is not None:
+            extra["BENCH_WORKER_PATH"] = str(tree)
+        if kind == "worker-uvloop":
+            extra["BENCH_EVENT_LOOP"] = "uvloop"
+        contender = contenders.worker(child, WORK_DIR, name=tag, **extra)
+    drain = Drain(clients.sqs, env["MODEL_QUEUE_URL"])
+    drain.start()
+    try:
+        result = await throughput.measure(
+            contender,
+            sqs=clients.sqs,
+            converse_url=env["CONVERSE_QUEUE_URL"],
+            drain=drain,
+            warmup=warmup,
+            commands=commands,
+            window=window,
+            servers=throughput.ServerPids(
+                servers.moto_pid, servers.dynalite_pid, servers.proxy_pid
+            ),
+            say=say,
+        )
+    finally:
+        await drain.stop()
+    result.update(kind=kind, round=round_number, window=window, processes=processes)
+    say(
+        f"  {tag}: {result['commands_per_second']:.1f} commands/s, "
+        f"{sum(result['calls'].values()) / result['commands']:.2f} AWS calls/command, "
+        f"{result['cpu_ms_per_command']:.2f} CPU ms/command"
+    )
+    return result
 
 
 async def part_latency(
@@ -303,25 +381,38 @@ async def part_latency(
     servers: Servers,
     plan: Plan,
     say: Progress,
-    pool: Sequence[Conversation],
+    conversations: dict[str, Conversation],
     text: Any,
     rates: dict[str, float],
 ) -> dict[str, Any]:
-    say("part 4: latency at a fixed offered load")
+    delayed_regime = servers.round_trips is not None
+    say(f"part 4: latency at a fixed offered load{' with the latency' if delayed_regime else ''}")
+    pool = list(conversations.values())
     results = []
-    for kind, rate_name in (("naive", "low"), ("worker", "low"), ("worker", "high")):
+    rows = (("naive", "low"), ("worker", "low"), ("worker", "high"), ("replay", "high"))
+    for kind, rate_name in rows:
         rate = rates[rate_name]
-        tag = f"lat-{kind}-{rate_name}"
+        tag = f"lat-{kind}-{rate_name}{'-lat' if delayed_regime else ''}"
         env = await create_bench_resources(clients, tag, TABLE)
         child = servers.child_environ(
             **env, WORKER_CONCURRENCY=str(CONCURRENCY), RECEIVE_WAIT_SECONDS="20"
         )
-        contender = (
-            contenders.naive(child, WORK_DIR, name=tag)
-            if kind == "naive"
-            else contenders.worker(child, WORK_DIR, name=tag)
-        )
         count = max(50, round(rate * plan.latency_seconds))
+        warmup = make_commands(f"{tag}-w", pool, 20, text, seed=7)
+        commands = make_commands(tag, pool, count, text, seed=8)
+        contender: Any
+        if kind == "naive":
+            contender = contenders.naive(child, WORK_DIR, name=tag)
+        elif kind == "replay":
+            payloads = WORK_DIR / f"{tag}.payloads.json"
+            throughput.write_payloads(
+                payloads, [*warmup, *commands], conversations, Settings.at_defaults().window_limits
+            )
+            contender = contenders.replay(
+                child, WORK_DIR, payloads, lanes=CONCURRENCY // 10, batch=10, name=tag
+            )
+        else:
+            contender = contenders.worker(child, WORK_DIR, name=tag)
         drain = Drain(clients.sqs, env["MODEL_QUEUE_URL"], tasks=1, pause=0.1)
         drain.start()
         try:
@@ -330,8 +421,8 @@ async def part_latency(
                 sqs=clients.sqs,
                 converse_url=env["CONVERSE_QUEUE_URL"],
                 drain=drain,
-                warmup=make_commands(f"{tag}-w", pool, 20, text, seed=7),
-                commands=make_commands(tag, pool, count, text, seed=8),
+                warmup=warmup,
+                commands=commands,
                 rate=rate,
                 say=say,
             )
@@ -344,43 +435,48 @@ async def part_latency(
             f"  {tag}: p50 {result['p50_ms']:.0f} ms, p95 {result['p95_ms']:.0f} ms, "
             f"p99 {result['p99_ms']:.0f} ms"
         )
-    return {"rates": rates, "results": results}
+    return {"rates": rates, "results": results, "round_trips": _round_trips(servers)}
 
 
 async def part_profile(
     clients: Any,
     servers: Servers,
-    plan: Plan,
+    seconds: float,
     say: Progress,
     pool: Sequence[Conversation],
     text: Any,
 ) -> dict[str, Any] | None:
-    if not plan.profile_seconds:
+    if not seconds:
         return None
     if profiling.py_spy() is None:
         say("profile: py-spy is not installed; skipped")
         return None
-    say(f"profile: py-spy on the worker for {plan.profile_seconds:g} s at full load")
-    env = await create_bench_resources(clients, "profile", TABLE)
+    far = servers.round_trips is not None
+    name = "profile-lat" if far else "profile"
+    say(f"profile: py-spy on the worker for {seconds:g} s at full load"
+        + (" with the latency" if far else ""))  # fmt: skip
+    env = await create_bench_resources(clients, name, TABLE)
     child = servers.child_environ(
         **env, WORKER_CONCURRENCY=str(CONCURRENCY), RECEIVE_WAIT_SECONDS="20"
     )
-    worker = contenders.worker(child, WORK_DIR, name="profile-worker")
+    worker = contenders.worker(child, WORK_DIR, name=f"{name}-worker")
     drain = Drain(clients.sqs, env["MODEL_QUEUE_URL"])
     drain.start()
     worker.start()
-    commands = make_commands("profile", pool, 5_000, text, seed=9)
+    commands = make_commands(name, pool, 5_000, text, seed=9)
     feeding = asyncio.create_task(
         _feed_until_cancelled(clients.sqs, env["CONVERSE_QUEUE_URL"], commands, drain)
     )
     try:
         await asyncio.sleep(2)  # past start-up
-        summary = await profiling.record(worker.pid, plan.profile_seconds, WORK_DIR / "profile.raw")
+        summary = await profiling.record(worker.pid, seconds, WORK_DIR / f"{name}.raw")
     finally:
         feeding.cancel()
         await asyncio.gather(feeding, return_exceptions=True)
         await worker.stop()
         await drain.stop()
+    if summary is not None:
+        summary["round_trips"] = _round_trips(servers)
     return summary
 
 
@@ -422,6 +518,11 @@ def summarise_runs(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
             r["driver_cpu_ms_per_command"] * r["commands"] for r in runs
         )
         / commands,
+        "proxy_cpu_ms_per_command": sum(
+            r.get("proxy_cpu_ms_per_command", 0.0) * r["commands"] for r in runs
+        )
+        / commands,
+        "processes": runs[0].get("processes", 1),
         "peak_rss_bytes": max(r["peak_rss_bytes"] for r in runs),
         "duplicates": sum(r["duplicates"] for r in runs),
         "redelivered_to_drain": sum(r.get("redelivered_to_drain", 0) for r in runs),
@@ -431,7 +532,17 @@ def summarise_runs(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-async def run_parts(servers: Servers, plan: Plan, say: Progress) -> dict[str, Any]:
+PARTS = ("cost", "throughput", "latency", "profile", "telemetry")
+
+
+async def run_parts(
+    fleets: dict[str, Servers],
+    plan: Plan,
+    say: Progress,
+    parts: Sequence[str] = PARTS,
+    profile_seconds: float | None = None,
+) -> dict[str, Any]:
+    servers = fleets[DIRECT]
     os.environ.update(servers.environ())
     async with aws_clients(pool_size=64) as clients:
         await create_bench_resources(clients, "bench", TABLE)
@@ -452,33 +563,91 @@ async def run_parts(servers: Servers, plan: Plan, say: Progress) -> dict[str, An
                 "fold_due": sum(1 for c in pool if c.fold_due),
             }
         }
-        results["cost"] = await part_cost(clients, servers, plan, say, text)
-        results["throughput"] = await part_throughput(
-            clients, servers, plan, say, conversations, text
-        )
-        summary = {
-            kind: summarise_runs(runs) for kind, runs in results["throughput"]["runs"].items()
-        }
-        results["throughput"]["summary"] = summary
-        rates = {
-            "low": max(5.0, round(0.5 * summary["naive"]["commands_per_second"])),
-            "high": max(10.0, round(0.4 * summary["worker"]["commands_per_second"], -1)),
-        }
-        results["latency"] = await part_latency(clients, servers, plan, say, pool, text, rates)
-        results["profile"] = await part_profile(clients, servers, plan, say, pool, text)
-        say("part 7: metrics and tracing on vs off, end to end and the telemetry path alone")
-        results["telemetry"] = await telemetry_overhead.measure(
-            clients, servers, pool, text, table=TABLE, workdir=WORK_DIR, quick=plan.quick, say=say
-        )
+        if "cost" in parts:
+            results["cost"] = await part_cost(clients, servers, plan, say, text)
+        rates: dict[str, dict[str, float]] = {}
+        if "throughput" in parts:
+            regimes = await part_throughput(clients, fleets, plan, say, conversations, text)
+            for regime, part in regimes.items():
+                part["summary"] = {kind: summarise_runs(r) for kind, r in part["runs"].items()}
+                summary = part["summary"]
+                rates[regime] = {
+                    "low": max(5.0, round(0.5 * summary["naive"]["commands_per_second"])),
+                    "high": max(10.0, round(0.4 * summary["worker"]["commands_per_second"], -1)),
+                }
+            results["throughput"] = regimes[DIRECT]
+            results["throughput_delayed"] = regimes[DELAYED]
+        if "latency" in parts:
+            for regime, key in ((DIRECT, "latency"), (DELAYED, "latency_delayed")):
+                regime_rates = rates.get(regime, {"low": 10.0, "high": 40.0})
+                results[key] = await part_latency(
+                    clients, fleets[regime], plan, say, conversations, text, regime_rates
+                )
+        if "profile" in parts:
+            seconds = plan.profile_seconds if profile_seconds is None else profile_seconds
+            for regime, key in ((DIRECT, "profile"), (DELAYED, "profile_delayed")):
+                results[key] = await part_profile(clients, fleets[regime], seconds, say, pool, text)
+        if "telemetry" in parts:
+            say("part 7: metrics and tracing on vs off, end to end and the telemetry path alone")
+            results["telemetry"] = await telemetry_overhead.measure(
+                clients,
+                servers,
+                pool,
+                text,
+                table=TABLE,
+                workdir=WORK_DIR,
+                quick=plan.quick,
+                say=say,
+            )
     return results
+
+
+@contextlib.contextmanager
+def servers_and_proxy(say: Progress) -> Iterator[dict[str, Servers]]:
+    """moto and dynalite, and the latency proxy in front of them: {regime: servers}."""
+    trips = RoundTrips()
+    say(f"starting moto (SQS, S3) and dynalite (DynamoDB) on 127.0.0.1, and the latency proxy "
+        f"(SQS {trips.sqs_ms:g} ms, DynamoDB {trips.dynamodb_ms:g} ms a round trip)")  # fmt: skip
+    with local_servers() as servers, delayed(servers, trips) as far:
+        yield {DIRECT: servers, DELAYED: far}
+
+
+def run_only(parts: Sequence[str], plan: Plan, say: Progress, profile_seconds: float) -> int:
+    """Just these server parts, their figures to .bench/partial/results.json."""
+    unknown = set(parts) - set(PARTS)
+    if unknown:
+        raise SystemExit(f"--only: unknown part(s) {sorted(unknown)}; choose from {PARTS}")
+    with servers_and_proxy(say) as fleets:
+        results = asyncio.run(run_parts(fleets, plan, say, parts, profile_seconds))
+    out = REPO_ROOT / ".bench" / "partial" / "results.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    say(f"wrote {out.relative_to(REPO_ROOT)}")
+    for key, regime in (("throughput", "without latency"), ("throughput_delayed", "with latency")):
+        for kind, summary in results.get(key, {}).get("summary", {}).items():
+            calls = summary["calls_per_command"]
+            print(
+                f"{regime:>15} {kind:>14}: {summary['commands_per_second']:6.1f} commands/s, "
+                f"{sum(calls.values()):.2f} AWS calls/command, "
+                f"{summary['cpu_ms_per_command']:.2f} CPU ms/command"
+            )
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--quick", action="store_true", help="a fast smoke run into .bench/quick")
+    parser.add_argument("--only", help=f"comma-separated server parts of {PARTS}, no report")
+    parser.add_argument("--profile-seconds", type=float, default=10.0,
+                        help="with --only profile: seconds of sampling")  # fmt: skip
+    parser.add_argument("--before", action="store_true",
+                        help=f"part 3 also runs the worker of {BEFORE_REF}")  # fmt: skip
     args = parser.parse_args(argv)
-    plan = Plan.make(args.quick)
+    plan = dataclasses.replace(Plan.make(args.quick), before=args.before)
     say = Progress()
+    WORK_DIR.mkdir(parents=True, exist_ok=True)
+    if args.only:
+        return run_only(args.only.split(","), plan, say, args.profile_seconds)
     out_doc = (
         REPO_ROOT / ".bench" / "quick" if plan.quick else REPO_ROOT / "docs"
     ) / "BENCHMARKS.md"
@@ -504,9 +673,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     fold = fold_gap.measure()
 
-    say("starting moto (SQS, S3) and dynalite (DynamoDB) on 127.0.0.1")
-    with local_servers() as servers:
-        results = asyncio.run(run_parts(servers, plan, say))
+    with servers_and_proxy(say) as fleets:
+        results = asyncio.run(run_parts(fleets, plan, say))
 
     from bench import report
 
@@ -529,6 +697,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     report.plots(document, out_dir)
     out_doc.write_text(report.markdown(document, out_dir, out_doc), encoding="utf-8")
     say(f"wrote {out_doc.relative_to(REPO_ROOT)} and {out_dir.relative_to(REPO_ROOT)}/")
+    from bench import scaling
+
+    scaling_doc = out_doc.parent / "SCALING.md"
+    results = (out_dir / "results.json").relative_to(REPO_ROOT)
+    scaling_doc.write_text(scaling.markdown(document, str(results)), encoding="utf-8")
+    say(f"wrote {scaling_doc.relative_to(REPO_ROOT)} (the capacity model, from these figures)")
     for line in report.verdicts(document):
         print(line)
     return 0

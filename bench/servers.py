@@ -10,11 +10,14 @@
 
     with local_servers() as servers:
         env = servers.environ()   # AWS_ENDPOINT_URL (moto), AWS_ENDPOINT_URL_DYNAMODB, creds
+        with delayed(servers, RoundTrips()) as far:
+            far.child_environ()   # the same servers, a network round trip away
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import socket
@@ -41,11 +44,23 @@ CREDENTIALS = {
 
 
 @dataclass(frozen=True, slots=True)
+class RoundTrips:
+    """The network round trip the latency proxy adds per exchange, in milliseconds.
+    Sources and reasoning: docs/BENCHMARKS.md, "The injected latency"."""
+
+    sqs_ms: float = 12.0
+    dynamodb_ms: float = 5.0
+
+
+@dataclass(frozen=True, slots=True)
 class Servers:
     moto: str
     dynamodb: str
     moto_pid: int
     dynalite_pid: int | None
+    #: The latency proxy in front of both (:func:`delayed`), if any.
+    proxy_pid: int | None = None
+    round_trips: RoundTrips | None = None
 
     def environ(self) -> dict[str, str]:
         """The AWS variables of a process pointed at these servers (nothing else)."""
@@ -122,6 +137,37 @@ def local_servers(*, dynalite: bool = True) -> Iterator[Servers]:
             )
         finally:
             stop(server.process)
+
+
+@contextlib.contextmanager
+def delayed(servers: Servers, round_trips: RoundTrips) -> Iterator[Servers]:
+    """The same servers behind :mod:`bench.netdelay` (its own process): moto (SQS, S3) a
+    ``sqs_ms`` round trip away, DynamoDB a ``dynamodb_ms`` one."""
+    routes = [f"{servers.moto}={round_trips.sqs_ms:g}"]
+    if servers.dynamodb != servers.moto:
+        routes.append(f"{servers.dynamodb}={round_trips.dynamodb_ms:g}")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bench.netdelay", *(f"--route={r}" for r in routes)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        cwd=REPO_ROOT,
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"bench.netdelay exited with code {process.wait()} at start")
+        endpoints = json.loads(line)["endpoints"]
+        yield Servers(
+            moto=endpoints[servers.moto],
+            dynamodb=endpoints.get(servers.dynamodb, endpoints[servers.moto]),
+            moto_pid=servers.moto_pid,
+            dynalite_pid=servers.dynalite_pid,
+            proxy_pid=process.pid,
+            round_trips=round_trips,
+        )
+    finally:
+        stop(process)
 
 
 class LocalDynamoDB:

@@ -5,7 +5,9 @@ conversations and the same kind of commands:
 
 - the worker (``worker run``, one process, ``WORKER_CONCURRENCY`` commands at once);
 - the naive sequential consumer (:mod:`bench.naive_consumer`);
-- the pure API replay (:mod:`bench.api_replay`): the ceiling the servers allow.
+- the pure API replay (:mod:`bench.api_replay`): the ceiling the servers allow;
+- with the injected latency, also two worker processes as one contender
+  (:class:`bench.contenders.Group`): scale-out on one stack.
 
 For each: warm up, then feed ``count`` commands closed-loop (never more than ``window``
 between the converse queue and the model queue, so moto's queues stay shallow), time
@@ -35,10 +37,11 @@ Say = Callable[[str], None]
 class ServerPids:
     moto_pid: int | None
     dynalite_pid: int | None
+    proxy_pid: int | None = None  # the latency proxy (bench.netdelay), when in use
 
 
 async def measure(
-    contender: contenders.Contender,
+    contender: contenders.Contender | contenders.Group,
     *,
     sqs: Any,
     converse_url: str,
@@ -57,6 +60,7 @@ async def measure(
             raise RuntimeError(f"{contender.name}: warm-up did not finish\n{contender.log_tail()}")
         before = await contender.snapshot()
         moto0, dyn0 = cpu_seconds(servers.moto_pid), cpu_seconds(servers.dynalite_pid)
+        proxy0 = cpu_seconds(servers.proxy_pid)
         own0 = cpu_seconds(os.getpid())
         started = time.perf_counter()
         await feed_closed_loop(
@@ -72,6 +76,7 @@ async def measure(
         elapsed = time.perf_counter() - started
         after = await contender.snapshot()
         moto1, dyn1 = cpu_seconds(servers.moto_pid), cpu_seconds(servers.dynalite_pid)
+        proxy1 = cpu_seconds(servers.proxy_pid)
         own1 = cpu_seconds(os.getpid())
     finally:
         final = await contender.stop()
@@ -89,6 +94,7 @@ async def measure(
         "moto_cpu_ms_per_command": 1000 * (moto1 - moto0) / n,
         "dynalite_cpu_ms_per_command": 1000 * (dyn1 - dyn0) / n,
         "driver_cpu_ms_per_command": 1000 * (own1 - own0) / n,
+        "proxy_cpu_ms_per_command": 1000 * (proxy1 - proxy0) / n,
         # VmHWM from /proc: getrusage's maxrss survives exec, so a child would report
         # the benchmark driver's own peak.
         "peak_rss_bytes": max(

@@ -10,6 +10,13 @@ cut the stream into halves and thirds of batches (the turns of one received batc
 reach their sends a few milliseconds apart, not at once). One flush is in flight at a
 time: what arrives meanwhile waits and leaves in the next batch.
 
+Given ``coming`` (how many items are known to be on their way), the batch waits for a
+next item only while some are, up to ``max_linger`` after the first, and leaves at once
+when none are: a lone item does not wait a linger, and the items of a busy worker, whose
+turns reach the batcher further apart than any fixed linger, still leave together.
+:meth:`Batcher.nudge` tells a waiting batch to look again (an item it waited for will
+not come).
+
 Closing queues a marker behind the last item, so everything submitted before it is
 flushed; the batcher is never cancelled mid-batch.
 
@@ -58,6 +65,7 @@ class Batcher(Generic[T, R]):
         size: Callable[[T], int] = lambda _: 0,
         name: str = "batcher",
         clock: Clock | None = None,
+        coming: Callable[[], int] | None = None,
     ) -> None:
         self._flush = flush
         self._linger = linger
@@ -67,10 +75,12 @@ class Batcher(Generic[T, R]):
         self._size = size
         self._name = name
         self._clock = clock or LoopClock()
+        self._coming = coming
         self._queue: deque[tuple[T, asyncio.Future[R]] | _Close] = deque()
         self._arrived = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._carry: tuple[T, asyncio.Future[R]] | None = None
+        self._outstanding = 0
 
     def submit(self, item: T) -> asyncio.Future[R]:
         """Queue ``item``; the future resolves with its result once its batch is sent."""
@@ -79,8 +89,17 @@ class Batcher(Generic[T, R]):
                 self._run(), name=self._name, context=contextvars.Context()
             )
         future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
+        self._outstanding += 1
         self._put((item, future))
         return future
+
+    def outstanding(self) -> int:
+        """Items submitted whose results are not in yet (queued, or in a batch being sent)."""
+        return self._outstanding
+
+    def nudge(self) -> None:
+        """Have a batch waiting for items on their way look again whether any still are."""
+        self._arrived.set()
 
     async def close(self) -> None:
         """Flush everything submitted so far, then stop."""
@@ -94,14 +113,22 @@ class Batcher(Generic[T, R]):
         self._arrived.set()
 
     async def _next(self, wait: float | None) -> tuple[T, asyncio.Future[R]] | _Close | None:
-        """The next entry, waiting up to ``wait`` seconds (None: for ever) for one."""
+        """The next entry, waiting up to ``wait`` seconds (None: for ever) for one; None
+        if none came (the wait ran out, or a nudge came first)."""
         if not self._queue:
             self._arrived.clear()
             if wait is None:
                 await self._arrived.wait()
             elif wait <= 0 or not await sleep_unless(self._clock, self._arrived, wait):
                 return None
-        return self._queue.popleft()
+        return self._queue.popleft() if self._queue else None
+
+    def _wait_for_next(self, deadline: float) -> float:
+        """How long the batch being collected waits for its next item."""
+        left = deadline - self._clock.monotonic()
+        if self._coming is None:
+            return min(self._linger, left)
+        return left if self._coming() > 0 else 0.0
 
     async def _run(self) -> None:
         failures = 0
@@ -121,7 +148,7 @@ class Batcher(Generic[T, R]):
                     error_type=type(exc).__name__,
                     count=len(batch),
                 )
-                _settle(batch, [exc] * len(batch))
+                self._settle(batch, [exc] * len(batch))
                 await self._clock.sleep(FAILURE_BACKOFF.ceiling(failures))
 
     async def _collect(self, batch: list[tuple[T, asyncio.Future[R]]], closing: bool) -> bool:
@@ -131,16 +158,21 @@ class Batcher(Generic[T, R]):
         elif closing:
             return True
         else:
-            got = await self._next(None)
-            if isinstance(got, _Close) or got is None:
+            got = None
+            while got is None:  # a nudge with nothing queued: wait on
+                got = await self._next(None)
+            if isinstance(got, _Close):
                 return True
             first = got
         batch.append(first)
         used = self._size(first[0])
         deadline = self._clock.monotonic() + self._max_linger
         while len(batch) < self._max_items and not closing:
-            got = await self._next(min(self._linger, deadline - self._clock.monotonic()))
+            wait = self._wait_for_next(deadline)
+            got = await self._next(wait)
             if got is None:
+                if self._coming is not None and self._wait_for_next(deadline) > 0:
+                    continue  # nudged, and items are still on their way
                 return False
             if isinstance(got, _Close):
                 return True
@@ -158,16 +190,18 @@ class Batcher(Generic[T, R]):
             results = [exc] * len(batch)
         if len(results) != len(batch):
             raise ValueError(f"{self._name}: {len(results)} results for {len(batch)} items")
-        _settle(batch, results)
+        self._settle(batch, results)
 
-
-def _settle(
-    batch: Sequence[tuple[object, asyncio.Future[R]]], results: Sequence[R | BaseException]
-) -> None:
-    for (_, future), result in zip(batch, results, strict=True):
-        if future.done():  # its awaiter was cancelled
-            continue
-        if isinstance(result, BaseException):
-            future.set_exception(result)
-        else:
-            future.set_result(result)
+    def _settle(
+        self,
+        batch: Sequence[tuple[object, asyncio.Future[R]]],
+        results: Sequence[R | BaseException],
+    ) -> None:
+        for (_, future), result in zip(batch, results, strict=True):
+            self._outstanding -= 1
+            if future.done():  # its awaiter was cancelled
+                continue
+            if isinstance(result, BaseException):
+                future.set_exception(result)
+            else:
+                future.set_result(result)

@@ -17,7 +17,8 @@ from opentelemetry.trace import TracerProvider
 from worker.adapters.dynamodb import DynamoHistoryStore
 from worker.adapters.ledger import DynamoCommandLedger
 from worker.adapters.s3 import S3ObjectStore
-from worker.adapters.sqs import BatchingSender, QueueDescription, SqsQueue
+from worker.adapters.sqs import QueueDescription, SqsQueue
+from worker.batched_turns import batched_turns
 from worker.consumer import Consumer
 from worker.errors import ConfigError, StoreUnavailable
 from worker.health import HealthFile, Liveness
@@ -33,7 +34,7 @@ from worker.metrics import (
 )
 from worker.payloads import OffloadingSender
 from worker.policy import RECEIVE_BACKOFF
-from worker.ports import MessageSender
+from worker.ports import CommandLedger, MessageSender
 from worker.probe import LOOPS
 from worker.settings import Settings
 from worker.stage import ConverseStage
@@ -129,11 +130,12 @@ def build_stage(
     *,
     visibility_timeout: int,
     model_queue: MessageSender | None = None,
+    ledger: CommandLedger | None = None,
 ) -> ConverseStage:
     """The stage over the real adapters; command leases last one visibility timeout."""
     return ConverseStage(
         history=DynamoHistoryStore(clients.dynamodb, settings.history_table),
-        ledger=DynamoCommandLedger(clients.dynamodb, settings.history_table),
+        ledger=ledger or DynamoCommandLedger(clients.dynamodb, settings.history_table),
         model_queue=offloading(
             model_queue or SqsQueue(clients.sqs, settings.model_queue_url), clients, settings
         ),
@@ -210,14 +212,24 @@ async def run_worker(
         if description is None or description.dead_letter is None:
             return
         visibility = description.visibility_timeout
-        # Prompts from concurrent turns leave in SendMessageBatch calls.
-        model_queue = BatchingSender(SqsQueue(clients.sqs, settings.model_queue_url))
+        # Prompts from concurrent turns leave in SendMessageBatch calls, their done marks in
+        # BatchWriteItem calls.
+        batched = batched_turns(
+            clients.sqs,
+            clients.dynamodb,
+            model_queue_url=settings.model_queue_url,
+            table=settings.history_table,
+        )
         stage = build_stage(
-            clients, settings, visibility_timeout=visibility, model_queue=model_queue
+            clients,
+            settings,
+            visibility_timeout=visibility,
+            model_queue=batched.model_queue,
+            ledger=batched.ledger,
         )
         consumer = Consumer(
-            source=converse,
-            stage=stage,
+            source=batched.source(converse),
+            stage=batched.stage(stage),
             dead_letters=offloading(description.dead_letter, clients, settings),
             policy=settings.consumer_policy(visibility_timeout=visibility),
             telemetry=ops.telemetry,
@@ -226,4 +238,4 @@ async def run_worker(
         try:
             await consumer.run(stopping)
         finally:
-            await model_queue.close()
+            await batched.close()

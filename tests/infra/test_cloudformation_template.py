@@ -55,6 +55,8 @@ TASK_ROLE_GRANTS: dict[str, set[str]] = {
         "dynamodb:Query",
         "dynamodb:UpdateItem",
         "dynamodb:GetItem",
+        # The ledger's done marks, from concurrent turns together.
+        "dynamodb:BatchWriteItem",
     },
     "PayloadBucket.Arn/*": {"s3:GetObject", "s3:PutObject"},
 }

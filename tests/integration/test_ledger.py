@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from tests.integration.conftest import Stack
 from worker.adapters.dynamodb import DynamoHistoryStore
 from worker.adapters.ledger import DynamoCommandLedger
+from worker.done_marks import BatchingLedger
 
 pytestmark = pytest.mark.integration
 
@@ -73,3 +75,21 @@ async def test_command_records_stay_out_of_the_history_page(
     )
     assert [m.seq for m in page.messages] == [2, 1]
     assert page.malformed == ()
+
+
+async def test_done_marks_written_together_each_make_their_command_done(
+    ledger: DynamoCommandLedger,
+) -> None:
+    """Twelve turns' done marks through the batching ledger (BatchWriteItem on the wire):
+    a redelivery of any of them is then found done."""
+    ids = [f"c-batch-{i}" for i in range(12)]
+    for command_id in ids:
+        await ledger.begin("m", command_id, owner="w1", lease=LEASE, now=NOW)
+    batching = BatchingLedger(ledger)
+    try:
+        await asyncio.gather(*(batching.finish("m", c, owner="w1", now=NOW) for c in ids))
+    finally:
+        await batching.close()
+    later = NOW + timedelta(hours=1)
+    claims = [await ledger.begin("m", c, owner="w2", lease=LEASE, now=later) for c in ids]
+    assert {claim.state for claim in claims} == {"done"}

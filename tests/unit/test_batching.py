@@ -166,3 +166,108 @@ async def test_an_unexpected_failure_fails_its_batch_is_logged_by_type_and_the_t
         "batcher",
     )
     await batcher.close()
+
+
+class Coming:
+    """How many items are on their way, as the test says."""
+
+    def __init__(self, count: int = 0) -> None:
+        self.count = count
+
+    def __call__(self) -> int:
+        return self.count
+
+
+async def test_with_nothing_on_its_way_a_lone_item_leaves_at_once(clock: FakeClock) -> None:
+    recorder = Recorder(clock)
+    batcher: Batcher[str, str] = Batcher(recorder.flush, linger=0.05, clock=clock, coming=Coming())
+    future = batcher.submit("a")
+    await clock.advance(0)
+    assert (recorder.batches, recorder.sent_at) == ([["a"]], [0.0])
+    assert await future == "A"
+    await batcher.close()
+
+
+async def test_a_batch_waits_for_the_items_on_their_way_beyond_the_linger(
+    clock: FakeClock,
+) -> None:
+    """Three items known to be coming, 0.03 s apart (longer than the 0.01 s linger): the
+    batch takes all three and leaves as the last arrives, not after a linger."""
+    recorder = Recorder(clock)
+    coming = Coming(3)
+    batcher: Batcher[str, str] = Batcher(
+        recorder.flush, linger=0.01, max_linger=0.5, clock=clock, coming=coming
+    )
+    for name in "abc":
+        coming.count -= 1
+        batcher.submit(name)
+        await clock.advance(0.03)
+    assert recorder.batches == [["a", "b", "c"]]
+    assert recorder.sent_at == [pytest.approx(0.06)]
+    await batcher.close()
+
+
+async def test_a_nudge_sends_the_batch_when_the_item_it_waited_for_will_not_come(
+    clock: FakeClock,
+) -> None:
+    recorder = Recorder(clock)
+    coming = Coming(2)
+    batcher: Batcher[str, str] = Batcher(
+        recorder.flush, linger=0.01, max_linger=0.5, clock=clock, coming=coming
+    )
+    coming.count -= 1
+    batcher.submit("a")
+    await clock.advance(0.1)
+    assert recorder.batches == []  # still waiting for the other one
+    coming.count -= 1  # ... whose turn ended without an item
+    batcher.nudge()
+    await clock.advance(0)
+    assert (recorder.batches, recorder.sent_at) == ([["a"]], [pytest.approx(0.1)])
+    await batcher.close()
+
+
+async def test_items_on_their_way_are_waited_for_at_most_max_linger(clock: FakeClock) -> None:
+    recorder = Recorder(clock)
+    batcher: Batcher[str, str] = Batcher(
+        recorder.flush, linger=0.01, max_linger=0.2, clock=clock, coming=Coming(5)
+    )
+    batcher.submit("a")
+    batcher.nudge()  # a nudge while items are still coming changes nothing
+    await clock.advance(0.5)
+    assert (recorder.batches, recorder.sent_at) == ([["a"]], [pytest.approx(0.2)])
+    await batcher.close()
+
+
+async def test_a_nudge_with_nothing_queued_does_not_stop_the_batcher(clock: FakeClock) -> None:
+    recorder = Recorder(clock)
+    batcher: Batcher[str, str] = Batcher(recorder.flush, linger=0.01, clock=clock, coming=Coming())
+    batcher.submit("a")
+    await clock.advance(0)
+    batcher.nudge()
+    await clock.advance(1)
+    batcher.submit("b")
+    await clock.advance(0)
+    assert recorder.batches == [["a"], ["b"]]
+    await batcher.close()
+
+
+async def test_outstanding_counts_items_until_their_results_are_in(clock: FakeClock) -> None:
+    """What a done-mark batch waits for: sends made whose results are not in yet."""
+    gate = asyncio.Event()
+
+    async def flush(items: Sequence[str]) -> list[str | BaseException]:
+        await gate.wait()
+        return [ValueError(i) if i == "b" else i for i in items]
+
+    batcher: Batcher[str, str] = Batcher(flush, linger=0.01, clock=clock)
+    futures = [batcher.submit(i) for i in "abc"]
+    assert batcher.outstanding() == 3
+    await clock.advance(0.01)
+    assert batcher.outstanding() == 3  # in a batch being sent
+    gate.set()
+    await clock.advance(0)
+    assert batcher.outstanding() == 0  # the failed entry's result is in too
+    assert futures[0].result() == "a"
+    with pytest.raises(ValueError, match="b"):
+        futures[1].result()
+    await batcher.close()

@@ -1,12 +1,22 @@
-"""DynamoDB: the command ledger, idempotency on ``command_id``, in the history table."""
+"""DynamoDB: the command ledger, idempotency on ``command_id``, in the history table.
+
+A claim (``begin``) is one conditional UpdateItem per command: it must be answered before
+the send. The done mark after the send is a plain put of the whole ``done`` record, so the
+marks of concurrent turns can leave together in one BatchWriteItem
+(:class:`worker.done_marks.BatchingLedger`); a mark DynamoDB leaves unprocessed fails on
+its own, and the stage tries it again with its backoff.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from worker.adapters.dynamodb import rfc3339
 from worker.adapters.errors import aws_call
+from worker.done_marks import MAX_WRITE_BATCH, DoneMark
+from worker.errors import RetryableError, StoreUnavailable
 from worker.ports import CommandClaim
 
 COMMAND_PREFIX = "cmd#"
@@ -86,19 +96,48 @@ class DynamoCommandLedger:
         self, conversation_id: str, command_id: str, *, owner: str, now: datetime
     ) -> None:
         """Mark the command done: a redelivery is then deleted without a second forward."""
-        with aws_call("dynamodb.UpdateItem"):
-            await self._client.update_item(
-                TableName=self._table,
-                Key=self._key(conversation_id, command_id),
-                UpdateExpression="SET #status = :done, done_at = :at, #owner = :owner "
-                "REMOVE lease_until",
-                ExpressionAttributeNames={"#status": "status", "#owner": "owner"},
-                ExpressionAttributeValues={
-                    ":done": {"S": DONE},
-                    ":at": {"S": rfc3339(now)},
-                    ":owner": {"S": owner},
-                },
+        [result] = await self.finish_batch([DoneMark(conversation_id, command_id, owner, now)])
+        if result is not None:
+            raise result
+
+    async def finish_batch(self, marks: Sequence[DoneMark]) -> list[RetryableError | None]:
+        """Write the ``done`` records of up to 25 commands in one BatchWriteItem.
+
+        Returns one result per mark: None once written, or the error of a mark DynamoDB
+        left unprocessed (throttled), for the caller to try again later. A failure of the
+        whole call is raised. Two marks of one command (a takeover finishing beside the
+        turn it took over from) are one put: DynamoDB refuses a batch naming a key twice.
+        """
+        if len(marks) > MAX_WRITE_BATCH:
+            raise ValueError(f"{len(marks)} done marks: BatchWriteItem takes {MAX_WRITE_BATCH}")
+        if not marks:
+            return []
+        puts = {(m.conversation_id, m.command_id): self.done_record(m) for m in marks}
+        with aws_call("dynamodb.BatchWriteItem"):
+            response = await self._client.batch_write_item(
+                RequestItems={self._table: [{"PutRequest": {"Item": i}} for i in puts.values()]}
             )
+        unprocessed = {
+            (item["pk"]["S"], item["sk"]["S"].removeprefix(COMMAND_PREFIX))
+            for request in (response.get("UnprocessedItems") or {}).get(self._table, [])
+            if (item := request.get("PutRequest", {}).get("Item"))
+        }
+        return [
+            StoreUnavailable("dynamodb.BatchWriteItem left the done mark unprocessed")
+            if (m.conversation_id, m.command_id) in unprocessed
+            else None
+            for m in marks
+        ]
+
+    def done_record(self, mark: DoneMark) -> dict[str, dict[str, str]]:
+        """The whole record of a forwarded command, which replaces the ``in_progress`` one."""
+        return {
+            **self._key(mark.conversation_id, mark.command_id),
+            "status": {"S": DONE},
+            "owner": {"S": mark.owner},
+            "done_at": {"S": rfc3339(mark.now)},
+            "expires_at": {"N": str(_epoch(mark.now + COMMAND_RECORD_TTL))},
+        }
 
     async def abandon(self, conversation_id: str, command_id: str, *, owner: str) -> None:
         """Expire this owner's lease now, so a retry need not wait it out."""

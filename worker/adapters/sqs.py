@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -176,18 +176,38 @@ class OutboundMessage:
 
 class BatchingSender:
     """A MessageSender whose sends, made one per turn, leave as SendMessageBatch calls of
-    up to ten entries and at most ``max_batch_bytes`` (SQS: 1 MiB for a whole batch)."""
+    up to ten entries and at most ``max_batch_bytes`` (SQS: 1 MiB for a whole batch).
+
+    With ``coming`` (turns still on their way to a send, :mod:`worker.cohorts`), a
+    batch waits for them up to ``max_linger`` and leaves at once when none are; without
+    it, for ``linger`` after each item (``max_linger`` at most)."""
 
     def __init__(
-        self, queue: SqsQueue, *, linger: float = 0.005, max_batch_bytes: int = MAX_BATCH_BYTES
+        self,
+        queue: SqsQueue,
+        *,
+        linger: float = 0.005,
+        max_linger: float | None = None,
+        max_batch_bytes: int = MAX_BATCH_BYTES,
+        coming: Callable[[], int] | None = None,
     ) -> None:
         self._batcher: Batcher[OutboundMessage, str] = Batcher(
             queue.send_batch,
             linger=linger,
+            max_linger=max_linger,
             max_bytes=max_batch_bytes,
             size=lambda message: message.size,
             name=f"send-batch:{queue.url.rsplit('/', 1)[-1]}",
+            coming=coming,
         )
+
+    def nudge(self) -> None:
+        """A turn the batch may be waiting for ended without sending."""
+        self._batcher.nudge()
+
+    def outstanding(self) -> int:
+        """Sends made whose results are not in yet."""
+        return self._batcher.outstanding()
 
     async def send(
         self,
