@@ -1,4 +1,5 @@
-"""The turn's I/O around the memory core: how far back it reads, and the fold request's send.
+"""The turn's I/O around the memory core: how far back it reads, what it logs of the
+core's work, and the fold request's send.
 
 A turn reads one page of the history table. Only when the window's floor would open on
 an answer whose question lies beyond that page (a run of answers longer than a page)
@@ -8,13 +9,17 @@ left.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 
 from worker.commands import ConverseCommand, compaction_request, encode_body
-from worker.memory import CompactionPlan, Window, bound_history
+from worker.logs import get_logger
+from worker.memory import CompactionPlan, ConverseView, FoldGap, Window, bound_history
 from worker.ports import HistoryPage, HistoryStore, MessageSender
 from worker.settings import Settings
+
+log = get_logger()
 
 
 async def read_window(
@@ -49,3 +54,36 @@ def fold_request_sender(
         )
 
     return send
+
+
+def log_memory(page: HistoryPage, window: Window, gap: FoldGap | None, view: ConverseView) -> None:
+    """Log what the core did to this turn's history: ids and counts, never content."""
+    if page.malformed:
+        log.warning(
+            "clerk.converse_history_entries_dropped",
+            count=len(page.malformed),
+            reasons=dict(Counter(page.malformed)),
+        )
+    if window.dropped or page.queries > 1:
+        log.info(
+            "clerk.converse_history_window_bounded",
+            dropped=window.dropped,
+            kept=window.kept,
+            trimmed=window.trimmed,
+            estimated_tokens=window.estimated_tokens,
+            floor_overrode_budget=window.floor_overrode_budget,
+            extra_queries=page.queries - 1,
+        )
+    if gap is not None:
+        log.warning(
+            "clerk.converse_history_fold_gap",
+            unfolded_dropped=gap.count,
+            first_seq=gap.first_seq,
+            last_seq=gap.last_seq,
+        )
+    if view.left_out:
+        log.info(
+            "clerk.converse_messages_left_out",
+            count=len(view.left_out),
+            reasons=dict(Counter(left.reason for left in view.left_out)),
+        )

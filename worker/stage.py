@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -26,7 +25,7 @@ from structlog.contextvars import bound_contextvars
 from worker import telemetry
 from worker.commands import ConverseCommand, encode_body, parse_command, prompt_payload
 from worker.errors import RejectedCommand, RetryableError
-from worker.history import fold_request_sender, read_window
+from worker.history import fold_request_sender, log_memory, read_window
 from worker.logs import get_logger
 from worker.memory import fold_gap, render_converse
 from worker.memory.compaction import maybe_enqueue_compaction
@@ -183,38 +182,9 @@ class ConverseStage:
         returns the page read."""
         settings = self._settings
         page, window = await read_window(self._history, command.conversation_id, settings)
-        if page.malformed:
-            log.warning(
-                "clerk.converse_history_entries_dropped",
-                count=len(page.malformed),
-                reasons=dict(Counter(page.malformed)),
-            )
-        if window.dropped or page.queries > 1:
-            log.info(
-                "clerk.converse_history_window_bounded",
-                dropped=window.dropped,
-                kept=window.kept,
-                trimmed=window.trimmed,
-                estimated_tokens=window.estimated_tokens,
-                floor_overrode_budget=window.floor_overrode_budget,
-                extra_queries=page.queries - 1,
-            )
         gap = fold_gap(window, page.state.folded_through)
-        if gap is not None:
-            log.warning(
-                "clerk.converse_history_fold_gap",
-                unfolded_dropped=gap.count,
-                first_seq=gap.first_seq,
-                last_seq=gap.last_seq,
-            )
-
         view = render_converse(window, command.message, page.state.summary)
-        if view.left_out:
-            log.info(
-                "clerk.converse_messages_left_out",
-                count=len(view.left_out),
-                reasons=dict(Counter(left.reason for left in view.left_out)),
-            )
+        log_memory(page, window, gap, view)
         body = encode_body(prompt_payload(command, window, page.state, view))
         await self._model_queue.send(
             body, group_id=command.conversation_id, deduplication_id=command.command_id
