@@ -11,7 +11,9 @@ Issue 7, part 1 of ``make bench``. Both sides get the same synthetic histories
 
 Both inputs are built once, outside the timing, and share the same content strings.
 Each cell is the median of single timed calls after one untimed warm-up call: at
-least 5 calls and about 1 s of calls (at least 3 when one call takes over 0.5 s).
+least 5 calls and about 1 s of calls (at least 3 when one call takes over 0.5 s). The
+window's cells are timed in five rounds taken in turn across the lengths, so a drift in
+the machine's speed falls on every length alike (the verdict compares lengths).
 The garbage collector stays on, as in production. Run::
 
     .venv/bin/python -m bench.compare_trim_messages            # ~15 s, writes docs/benchmarks/
@@ -33,7 +35,7 @@ import platform
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from importlib.metadata import version
@@ -65,6 +67,8 @@ MAX_TOKENS = Settings.at_defaults().window_limits.max_tokens  # the window's bud
 PAGE_MESSAGES = Settings.at_defaults().window_limits.max_messages + 1
 SLOW_CALL_SECONDS = 0.5  # a cell whose warm-up call takes longer needs only 3 calls
 MAX_CALLS = 200_000
+#: Rounds the window's timing of each length is split into, taken in turn across lengths.
+WINDOW_ROUNDS = 5
 COMMAND = ".venv/bin/python -m bench.compare_trim_messages"
 
 
@@ -110,8 +114,10 @@ class Row:
         return self.trim_messages.timing.median_seconds / self.window.timing.median_seconds
 
 
-def time_calls(call: Callable[[], object], *, target_seconds: float, min_calls: int) -> Timing:
-    """Median of single timed calls: one warm-up, then ``min_calls`` and ~``target_seconds``."""
+def call_samples(
+    call: Callable[[], object], *, target_seconds: float, min_calls: int
+) -> list[float]:
+    """Single timed calls after one warm-up: ``min_calls`` and ~``target_seconds`` of them."""
     start = time.perf_counter()
     call()
     warmup = time.perf_counter() - start
@@ -124,13 +130,41 @@ def time_calls(call: Callable[[], object], *, target_seconds: float, min_calls: 
         elapsed = time.perf_counter() - start
         samples.append(elapsed)
         spent += elapsed
+    return samples
+
+
+def timing_of(samples: Sequence[float]) -> Timing:
     return Timing(
         median_seconds=statistics.median(samples),
         calls=len(samples),
-        total_seconds=spent,
+        total_seconds=sum(samples),
         min_seconds=min(samples),
         max_seconds=max(samples),
     )
+
+
+def time_calls(call: Callable[[], object], *, target_seconds: float, min_calls: int) -> Timing:
+    """Median of single timed calls: one warm-up, then ``min_calls`` and ~``target_seconds``."""
+    return timing_of(call_samples(call, target_seconds=target_seconds, min_calls=min_calls))
+
+
+def time_interleaved(
+    calls: Mapping[str, Callable[[], object]], *, target_seconds: float, min_calls: int
+) -> dict[str, Timing]:
+    """Each call timed in ``WINDOW_ROUNDS`` short rounds taken in turn (a, b, c, a, b, c, …).
+
+    The window's verdict compares lengths with each other; on a shared virtual machine the
+    speed of the cores drifts over seconds (the same call measured 19 µs and 37 µs a minute
+    apart), and measuring each length in one block put that drift between the lengths.
+    Interleaved, every length sees the same drift."""
+    gathered: dict[str, list[float]] = {label: [] for label in calls}
+    for _ in range(WINDOW_ROUNDS):
+        for label, call in calls.items():
+            gc.collect()
+            gathered[label] += call_samples(
+                call, target_seconds=target_seconds / WINDOW_ROUNDS, min_calls=min_calls
+            )
+    return {label: timing_of(samples) for label, samples in gathered.items()}
 
 
 def closed_by(newest_first: Sequence[HistoryMessage], window: Window, limits: WindowLimits) -> str:
@@ -191,19 +225,18 @@ def run_trim(messages: list[BaseMessage]) -> list[BaseMessage]:
 
 
 def measure(
-    newest_first: list[HistoryMessage], label: str, *, target_seconds: float, min_calls: int
+    newest_first: list[HistoryMessage],
+    label: str,
+    window_timing: Timing,
+    *,
+    target_seconds: float,
+    min_calls: int,
 ) -> Row:
-    """Time both sides on one history (``newest_first``, seqs dense) and record what each kept."""
+    """Time ``trim_messages`` on one history (``newest_first``, seqs dense), beside the
+    window's timing on it, and record what each kept."""
     limits = Settings.at_defaults().window_limits
     oldest_first = to_langchain(newest_first)
     seqs_oldest_first = [m.seq for m in reversed(newest_first)]
-
-    gc.collect()
-    window_timing = time_calls(
-        lambda: bound_history(newest_first, limits),
-        target_seconds=target_seconds,
-        min_calls=min_calls,
-    )
     window = bound_history(newest_first, limits)
     print(
         f"[{label}] window         {window_timing.median_seconds * 1e6:>12,.1f} µs/call"
@@ -248,20 +281,36 @@ def measure(
     return row
 
 
-def measure_length(length: int, *, target_seconds: float, min_calls: int) -> Row:
-    label = f"{length:>7,}"
-    print(f"[{label}] building the history (both shapes)…", flush=True)
-    return measure(make_history(length), label, target_seconds=target_seconds, min_calls=min_calls)
+def measure_all(
+    lengths: Sequence[int], *, target_seconds: float, min_calls: int
+) -> tuple[list[Row], Row]:
+    """Every length, and the page alone: the window's timings interleaved across them
+    (:func:`time_interleaved`), then ``trim_messages`` on each in turn.
 
-
-def measure_page(*, target_seconds: float, min_calls: int) -> Row:
-    """Both sides on one page only: the newest ``PAGE_MESSAGES``, as the worker's Query reads.
-
-    Context for the table, not part of it: it separates the cost of reading the whole
-    history from the cost of the work on what is kept.
-    """
-    page = make_history(LENGTHS[0])[:PAGE_MESSAGES]
-    return measure(page, "   page", target_seconds=target_seconds, min_calls=min_calls)
+    The page is context for the table, not part of it: it separates the cost of reading
+    the whole history from the cost of the work on what is kept."""
+    histories: dict[str, list[HistoryMessage]] = {}
+    for length in sorted(lengths):
+        label = f"{length:>7,}"
+        print(f"[{label}] building the history (both shapes)…", flush=True)
+        histories[label] = make_history(length)
+    histories["   page"] = make_history(LENGTHS[0])[:PAGE_MESSAGES]
+    limits = Settings.at_defaults().window_limits
+    print(f"timing the window on every history in {WINDOW_ROUNDS} interleaved rounds…", flush=True)
+    window_timings = time_interleaved(
+        {
+            label: (lambda history=history: bound_history(history, limits))
+            for label, history in histories.items()
+        },
+        target_seconds=target_seconds,
+        min_calls=min_calls,
+    )
+    rows = [
+        measure(history, label, window_timings[label], target_seconds=target_seconds,
+                min_calls=min_calls)
+        for label, history in histories.items()
+    ]  # fmt: skip
+    return rows[:-1], rows[-1]
 
 
 def cpu_model() -> str:
@@ -308,6 +357,7 @@ def results_document(
             "timing": (
                 "median of single perf_counter-timed calls after one warm-up; "
                 f"at least {min_calls} calls and ~{target_seconds} s per cell "
+                f"(the window's in {WINDOW_ROUNDS} rounds interleaved across the lengths) "
                 f"(at least 3 when a call takes over {SLOW_CALL_SECONDS} s); gc on"
             ),
         },
@@ -525,11 +575,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     min_calls = 3 if quick else 5
     out_dir: Path = args.out_dir or (QUICK_OUT_DIR if quick else FULL_OUT_DIR)
 
-    rows = [
-        measure_length(length, target_seconds=target_seconds, min_calls=min_calls)
-        for length in sorted(args.lengths)
-    ]
-    page = measure_page(target_seconds=target_seconds, min_calls=min_calls)
+    rows, page = measure_all(args.lengths, target_seconds=target_seconds, min_calls=min_calls)
     document = results_document(
         rows, page, quick=quick, target_seconds=target_seconds, min_calls=min_calls
     )

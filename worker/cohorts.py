@@ -29,14 +29,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from worker.consumer import Stage
 from worker.outcomes import Outcome
 from worker.ports import (
-    CommandClaim,
     CommandLedger,
     DeleteFailure,
+    ForwardingLedger,
     MessageSender,
     MessageSource,
     ReceivedMessage,
@@ -203,30 +203,13 @@ class _CountedSender:
         )
 
 
-class _CountedLedger:
+class _CountedLedger(ForwardingLedger):
     def __init__(self, cohorts: Cohorts, ledger: CommandLedger) -> None:
+        super().__init__(ledger)
         self._cohorts = cohorts
-        self._ledger = ledger
-
-    async def begin(
-        self, conversation_id: str, command_id: str, *, owner: str, lease: timedelta, now: datetime
-    ) -> CommandClaim:
-        return await self._ledger.begin(
-            conversation_id, command_id, owner=owner, lease=lease, now=now
-        )
-
-    async def renew(
-        self, conversation_id: str, command_id: str, *, owner: str, lease: timedelta, now: datetime
-    ) -> bool:
-        return await self._ledger.renew(
-            conversation_id, command_id, owner=owner, lease=lease, now=now
-        )
 
     async def finish(
         self, conversation_id: str, command_id: str, *, owner: str, now: datetime
     ) -> None:
         self._cohorts.marked()
-        await self._ledger.finish(conversation_id, command_id, owner=owner, now=now)
-
-    async def abandon(self, conversation_id: str, command_id: str, *, owner: str) -> None:
-        await self._ledger.abandon(conversation_id, command_id, owner=owner)
+        await super().finish(conversation_id, command_id, owner=owner, now=now)

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Protocol
 
 from worker.batching import Batcher
 from worker.errors import RetryableError
-from worker.ports import CommandClaim, CommandLedger
+from worker.ports import CommandLedger, ForwardingLedger
 from worker.timing import Clock
 
 #: BatchWriteItem takes at most 25 requests.
@@ -46,7 +46,7 @@ class BatchLedger(CommandLedger, Protocol):
         ...
 
 
-class BatchingLedger:
+class BatchingLedger(ForwardingLedger):
     """A CommandLedger whose done marks leave in batches; the rest passes straight through.
 
     With ``coming`` (the marks still to come from the received batches already marking:
@@ -64,7 +64,7 @@ class BatchingLedger:
         coming: Callable[[], int] | None = None,
         clock: Clock | None = None,
     ) -> None:
-        self._ledger = ledger
+        super().__init__(ledger)
         # A mark's error in the batch's results fails that mark's own future.
         self._marks: Batcher[DoneMark, None] = Batcher(
             ledger.finish_batch,
@@ -76,28 +76,11 @@ class BatchingLedger:
             coming=coming,
         )
 
-    async def begin(
-        self, conversation_id: str, command_id: str, *, owner: str, lease: timedelta, now: datetime
-    ) -> CommandClaim:
-        return await self._ledger.begin(
-            conversation_id, command_id, owner=owner, lease=lease, now=now
-        )
-
-    async def renew(
-        self, conversation_id: str, command_id: str, *, owner: str, lease: timedelta, now: datetime
-    ) -> bool:
-        return await self._ledger.renew(
-            conversation_id, command_id, owner=owner, lease=lease, now=now
-        )
-
     async def finish(
         self, conversation_id: str, command_id: str, *, owner: str, now: datetime
     ) -> None:
         """Queue the done mark and wait until it is written; raises if it was not."""
         await self._marks.submit(DoneMark(conversation_id, command_id, owner, now))
-
-    async def abandon(self, conversation_id: str, command_id: str, *, owner: str) -> None:
-        await self._ledger.abandon(conversation_id, command_id, owner=owner)
 
     def nudge(self) -> None:
         """A turn the batch may be waiting for ended without marking."""

@@ -175,6 +175,11 @@ def _context(dimensions: Mapping[str, str], timestamp: datetime) -> MetricsConte
     return context
 
 
+#: Documents a flusher keeps while stdout refuses them: about a day of one-minute
+#: intervals with a few rejection kinds each.
+MAX_HELD_DOCUMENTS = 5_000
+
+
 class EmfFlusher:
     """Writes the book's interval every ``interval`` seconds, and once more when stopped:
     a worker that scales in loses no counts."""
@@ -198,6 +203,7 @@ class EmfFlusher:
         self._out = out
         self._before_flush = before_flush
         self._started = wall()
+        self._held: list[str] = []
 
     async def run(self, done: asyncio.Event) -> None:
         """Flush every interval until ``done`` is set, then flush what is left."""
@@ -207,15 +213,32 @@ class EmfFlusher:
 
     def flush(self) -> None:
         """Write the interval now ending, stamped with its start. A failure is logged by
-        type; the loop and the turns never see it."""
+        type; the loop and the turns never see it. Documents that could not be written
+        (stdout refused them) are held and written first at the next flush, up to
+        ``MAX_HELD_DOCUMENTS``; beyond that the oldest go, and the log says how many."""
         try:
             self._before_flush(self._book)
             started, self._started = self._started, self._wall()
-            documents = emf_documents(
+            self._held += emf_documents(
                 self._book.take(), self._dimensions, datetime.fromtimestamp(started, UTC)
             )
-            out = self._out or sys.stdout
-            out.write("".join(f"{document}\n" for document in documents))
-            out.flush()
         except Exception as exc:
             log_failure("clerk.converse_metrics_flush_failed", exc)
+        if not self._held:
+            return
+        try:
+            out = self._out or sys.stdout
+            out.write("".join(f"{document}\n" for document in self._held))
+            out.flush()
+        except Exception as exc:
+            over = len(self._held) - MAX_HELD_DOCUMENTS
+            if over > 0:
+                del self._held[:over]
+            log_failure(
+                "clerk.converse_metrics_flush_failed",
+                exc,
+                held_documents=len(self._held),
+                dropped_documents=max(over, 0),
+            )
+        else:
+            self._held.clear()

@@ -89,6 +89,36 @@ class CommandLedger(Protocol):
     async def abandon(self, conversation_id: str, command_id: str, *, owner: str) -> None: ...
 
 
+class ForwardingLedger:
+    """A CommandLedger that passes every call to ``inner``: the base of the wrappers that
+    change one call (how ``finish`` is written or counted) and leave the rest alone."""
+
+    def __init__(self, inner: CommandLedger) -> None:
+        self._inner = inner
+
+    async def begin(
+        self, conversation_id: str, command_id: str, *, owner: str, lease: timedelta, now: datetime
+    ) -> CommandClaim:
+        return await self._inner.begin(
+            conversation_id, command_id, owner=owner, lease=lease, now=now
+        )
+
+    async def renew(
+        self, conversation_id: str, command_id: str, *, owner: str, lease: timedelta, now: datetime
+    ) -> bool:
+        return await self._inner.renew(
+            conversation_id, command_id, owner=owner, lease=lease, now=now
+        )
+
+    async def finish(
+        self, conversation_id: str, command_id: str, *, owner: str, now: datetime
+    ) -> None:
+        await self._inner.finish(conversation_id, command_id, owner=owner, now=now)
+
+    async def abandon(self, conversation_id: str, command_id: str, *, owner: str) -> None:
+        await self._inner.abandon(conversation_id, command_id, owner=owner)
+
+
 class ObjectStore(Protocol):
     async def put(self, bucket: str, key: str, data: bytes) -> None:
         """Write ``data`` as ``application/json``, encrypted at rest."""

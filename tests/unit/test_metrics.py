@@ -134,6 +134,67 @@ async def test_a_failed_flush_is_logged_and_the_next_interval_still_flushes() ->
     assert [d[m.COMMANDS_SERVED] for d in parse(out.getvalue())] == [1, 0]
 
 
+class RefusingOut(io.StringIO):
+    """stdout that refuses the next ``refusals`` writes, as a full or closed pipe would."""
+
+    def __init__(self, refusals: int) -> None:
+        super().__init__()
+        self.refusals = refusals
+
+    def write(self, text: str) -> int:
+        if self.refusals:
+            self.refusals -= 1
+            raise BrokenPipeError(32, "quoting nothing")
+        return super().write(text)
+
+
+async def test_documents_stdout_refused_are_written_at_the_next_flush() -> None:
+    clock = FakeClock()
+    out = RefusingOut(refusals=1)
+    book = MetricsBook()
+    started = time.time()
+    flusher = EmfFlusher(
+        book, dimensions=DIMENSIONS, interval=60, clock=clock, wall=lambda: started + clock.now,
+        out=out,
+    )  # fmt: skip
+    done = asyncio.Event()
+    with captured_logs() as logs:
+        task = asyncio.create_task(flusher.run(done))
+        book.count(m.COMMANDS_SERVED, 3)
+        await clock.advance(60)  # refused: held
+        book.count(m.COMMANDS_SERVED, 4)
+        await clock.advance(60)  # written, the held interval first
+        done.set()
+        await clock.run_until_done(task)
+    assert [(e["event"], e["error_type"], e["held_documents"]) for e in logs] == [
+        ("clerk.converse_metrics_flush_failed", "BrokenPipeError", 1)
+    ]
+    docs = parse(out.getvalue())
+    assert [d[m.COMMANDS_SERVED] for d in docs] == [3, 4, 0]
+    assert [d["_aws"]["Timestamp"] for d in docs] == [
+        round((started + 60 * i) * 1000) for i in range(3)
+    ]
+
+
+def test_documents_held_past_the_bound_drop_the_oldest_and_say_how_many(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(m, "MAX_HELD_DOCUMENTS", 2)
+    out = RefusingOut(refusals=3)
+    book = MetricsBook()
+    flusher = EmfFlusher(
+        book, dimensions=DIMENSIONS, interval=60, clock=FakeClock(), wall=time.time, out=out
+    )
+    with captured_logs() as logs:
+        for served in (1, 2, 3, 4):
+            book.count(m.COMMANDS_SERVED, served)
+            flusher.flush()
+    assert [(e["held_documents"], e["dropped_documents"]) for e in logs] == [
+        (1, 0), (2, 0), (2, 1),
+    ]  # fmt: skip
+    assert [d[m.COMMANDS_SERVED] for d in parse(out.getvalue())] == [2, 3, 4]
+
+
 @pytest.mark.parametrize("name", [*m.COUNTERS, *m.DISTRIBUTIONS])
 def test_every_metric_name_is_a_valid_cloudwatch_name(name: str) -> None:
     assert 1 <= len(name) <= 255 and name.isascii() and name.isidentifier()

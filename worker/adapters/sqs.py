@@ -11,7 +11,7 @@ from typing import Any
 
 from worker.adapters.errors import aws_call
 from worker.batching import Batcher
-from worker.errors import StoreUnavailable
+from worker.errors import ConfigError, StoreUnavailable
 from worker.payloads import message_size
 from worker.ports import DeleteFailure, ReceivedMessage
 from worker.tracing import outbound_trace_header
@@ -35,6 +35,27 @@ def fifo_token(value: str) -> str:
     if _FIFO_TOKEN.fullmatch(value):
         return value
     return hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def dead_letter_target(policy: str) -> tuple[str, str]:
+    """The account and queue name of the dead-letter queue a RedrivePolicy names.
+
+    Raises ConfigError, in one line, for a policy that is not the JSON SQS writes or that
+    names something other than an SQS queue.
+    """
+    try:
+        arn = json.loads(policy)["deadLetterTargetArn"]
+    except (ValueError, KeyError, TypeError):
+        raise ConfigError(
+            "CONVERSE_QUEUE_URL: the queue's RedrivePolicy has no readable deadLetterTargetArn"
+        ) from None
+    parts = arn.split(":") if isinstance(arn, str) else []
+    if len(parts) != 6 or parts[0] != "arn" or parts[2] != "sqs" or not all(parts[4:]):
+        raise ConfigError(
+            "CONVERSE_QUEUE_URL: the queue's RedrivePolicy names a deadLetterTargetArn "
+            "that is not an SQS queue's ARN"
+        )
+    return parts[4], parts[5]
 
 
 class SqsQueue:
@@ -151,8 +172,7 @@ class SqsQueue:
         policy = attributes.get("RedrivePolicy")
         if not policy:
             return QueueDescription(visibility_timeout=visibility, dead_letter=None)
-        arn = json.loads(policy)["deadLetterTargetArn"]
-        _, _, _, _, account, name = arn.split(":", 5)
+        account, name = dead_letter_target(policy)
         with aws_call("sqs.GetQueueUrl"):
             found = await self._client.get_queue_url(QueueName=name, QueueOwnerAWSAccountId=account)
         return QueueDescription(
