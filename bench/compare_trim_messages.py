@@ -10,10 +10,10 @@ Issue 7, part 1 of ``make bench``. Both sides get the same synthetic histories
   ``AIMessage`` objects, oldest first, as LangChain takes them.
 
 Both inputs are built once, outside the timing, and share the same content strings.
-Each cell is the median of single timed calls after one untimed warm-up call: at
-least 5 calls and about 1 s of calls (at least 3 when one call takes over 0.5 s). The
-window's cells are timed in five rounds taken in turn across the lengths, so a drift in
-the machine's speed falls on every length alike (the verdict compares lengths).
+Each cell is timed in eleven rounds taken in turn across every history and both sides,
+after one untimed warm-up call, about 1 s of calls in all (at least one a round); its
+figure is the lowest of its rounds' medians, so a slow spell of the shared machine falls
+on every cell alike and is set aside (:func:`time_interleaved` says why).
 The garbage collector stays on, as in production. Run::
 
     .venv/bin/python -m bench.compare_trim_messages            # ~15 s, writes docs/benchmarks/
@@ -65,15 +65,17 @@ LENGTHS = (100, 1_000, 10_000, 100_000)
 MAX_TOKENS = Settings.at_defaults().window_limits.max_tokens  # the window's budget
 #: Messages in the page the worker reads: Limit = max_messages + 2 items, one is ``state``.
 PAGE_MESSAGES = Settings.at_defaults().window_limits.max_messages + 1
-SLOW_CALL_SECONDS = 0.5  # a cell whose warm-up call takes longer needs only 3 calls
 MAX_CALLS = 200_000
-#: Rounds the window's timing of each length is split into, taken in turn across lengths.
-WINDOW_ROUNDS = 5
+#: Rounds each cell's timing is split into, taken in turn across every cell.
+ROUNDS = 11
 COMMAND = ".venv/bin/python -m bench.compare_trim_messages"
 
 
 @dataclass(frozen=True, slots=True)
 class Timing:
+    #: The cell's figure: the lowest of its rounds' medians (:func:`time_interleaved`).
+    per_call_seconds: float
+    #: The median of every timed call, whatever round it fell in.
     median_seconds: float
     calls: int
     total_seconds: float
@@ -111,20 +113,14 @@ class Row:
 
     @property
     def ratio(self) -> float:
-        return self.trim_messages.timing.median_seconds / self.window.timing.median_seconds
+        return self.trim_messages.timing.per_call_seconds / self.window.timing.per_call_seconds
 
 
-def call_samples(
-    call: Callable[[], object], *, target_seconds: float, min_calls: int
-) -> list[float]:
-    """Single timed calls after one warm-up: ``min_calls`` and ~``target_seconds`` of them."""
-    start = time.perf_counter()
-    call()
-    warmup = time.perf_counter() - start
-    floor = min(min_calls, 3) if warmup > SLOW_CALL_SECONDS else min_calls
+def call_samples(call: Callable[[], object], *, target_seconds: float) -> list[float]:
+    """Single timed calls: at least one, and about ``target_seconds`` of them."""
     samples: list[float] = []
     spent = 0.0
-    while len(samples) < floor or (spent < target_seconds and len(samples) < MAX_CALLS):
+    while not samples or (spent < target_seconds and len(samples) < MAX_CALLS):
         start = time.perf_counter()
         call()
         elapsed = time.perf_counter() - start
@@ -133,38 +129,43 @@ def call_samples(
     return samples
 
 
-def timing_of(samples: Sequence[float]) -> Timing:
+def timing_of(rounds: Sequence[Sequence[float]]) -> Timing:
+    every = [sample for samples in rounds for sample in samples]
     return Timing(
-        median_seconds=statistics.median(samples),
-        calls=len(samples),
-        total_seconds=sum(samples),
-        min_seconds=min(samples),
-        max_seconds=max(samples),
+        per_call_seconds=min(statistics.median(samples) for samples in rounds),
+        median_seconds=statistics.median(every),
+        calls=len(every),
+        total_seconds=sum(every),
+        min_seconds=min(every),
+        max_seconds=max(every),
     )
 
 
-def time_calls(call: Callable[[], object], *, target_seconds: float, min_calls: int) -> Timing:
-    """Median of single timed calls: one warm-up, then ``min_calls`` and ~``target_seconds``."""
-    return timing_of(call_samples(call, target_seconds=target_seconds, min_calls=min_calls))
-
-
 def time_interleaved(
-    calls: Mapping[str, Callable[[], object]], *, target_seconds: float, min_calls: int
+    calls: Mapping[str, Callable[[], object]], *, target_seconds: float
 ) -> dict[str, Timing]:
-    """Each call timed in ``WINDOW_ROUNDS`` short rounds taken in turn (a, b, c, a, b, c, …).
+    """Each call timed in ``ROUNDS`` rounds taken in turn (a, b, c, a, b, c, …), about
+    ``target_seconds`` in all and at least one call a round; a cell's figure is the lowest
+    of its rounds' medians.
 
-    The window's verdict compares lengths with each other; on a shared virtual machine the
-    speed of the cores drifts over seconds (the same call measured 19 µs and 37 µs a minute
-    apart), and measuring each length in one block put that drift between the lengths.
-    Interleaved, every length sees the same drift."""
-    gathered: dict[str, list[float]] = {label: [] for label in calls}
-    for _ in range(WINDOW_ROUNDS):
+    On a shared virtual machine the cores have slow spells, seconds to minutes long: here
+    the same window call on the same history measured about 18 µs in some rounds and about
+    33 µs in others, whichever history it was. Timed in one block per history, a spell
+    decided which history looked slow (the window's slowest / fastest length: 1.06× in
+    issue 7's run, 1.90× in a run of this machine with the longest history the fastest).
+    Rounds interleaved across every history and both sides spread the spells over all the
+    cells, and, as ``timeit`` advises for its repeats, the lowest round is the one the
+    machine disturbed least: the cost of the code itself. Both sides are timed the same
+    way, so the ratios are like for like; the plain median of every call stays in the
+    results (``median_seconds``)."""
+    for call in calls.values():
+        call()  # warm-up, untimed
+    rounds: dict[str, list[list[float]]] = {label: [] for label in calls}
+    for _ in range(ROUNDS):
         for label, call in calls.items():
             gc.collect()
-            gathered[label] += call_samples(
-                call, target_seconds=target_seconds / WINDOW_ROUNDS, min_calls=min_calls
-            )
-    return {label: timing_of(samples) for label, samples in gathered.items()}
+            rounds[label].append(call_samples(call, target_seconds=target_seconds / ROUNDS))
+    return {label: timing_of(taken) for label, taken in rounds.items()}
 
 
 def closed_by(newest_first: Sequence[HistoryMessage], window: Window, limits: WindowLimits) -> str:
@@ -228,32 +229,23 @@ def measure(
     newest_first: list[HistoryMessage],
     label: str,
     window_timing: Timing,
-    *,
-    target_seconds: float,
-    min_calls: int,
+    trim_timing: Timing,
 ) -> Row:
-    """Time ``trim_messages`` on one history (``newest_first``, seqs dense), beside the
-    window's timing on it, and record what each kept."""
+    """One history's row (``newest_first``, seqs dense): both timings and what each kept."""
     limits = Settings.at_defaults().window_limits
     oldest_first = to_langchain(newest_first)
     seqs_oldest_first = [m.seq for m in reversed(newest_first)]
     window = bound_history(newest_first, limits)
-    print(
-        f"[{label}] window         {window_timing.median_seconds * 1e6:>12,.1f} µs/call"
-        f"  ({window_timing.calls:,} calls)  kept {window.kept}",
-        flush=True,
-    )
-
-    gc.collect()
-    trim_timing = time_calls(
-        lambda: run_trim(oldest_first), target_seconds=target_seconds, min_calls=min_calls
-    )
     trimmed = run_trim(oldest_first)
-    print(
-        f"[{label}] trim_messages  {trim_timing.median_seconds * 1e6:>12,.1f} µs/call"
-        f"  ({trim_timing.calls:,} calls)  kept {len(trimmed)}",
-        flush=True,
-    )
+    for side, timing, kept in (
+        ("window       ", window_timing, window.kept),
+        ("trim_messages", trim_timing, len(trimmed)),
+    ):
+        print(
+            f"[{label}] {side}  {timing.per_call_seconds * 1e6:>12,.1f} µs/call"
+            f"  ({timing.calls:,} calls)  kept {kept}",
+            flush=True,
+        )
 
     trim_oldest = seqs_oldest_first[len(oldest_first) - len(trimmed)] if trimmed else None
     row = Row(
@@ -281,11 +273,9 @@ def measure(
     return row
 
 
-def measure_all(
-    lengths: Sequence[int], *, target_seconds: float, min_calls: int
-) -> tuple[list[Row], Row]:
-    """Every length, and the page alone: the window's timings interleaved across them
-    (:func:`time_interleaved`), then ``trim_messages`` on each in turn.
+def measure_all(lengths: Sequence[int], *, target_seconds: float) -> tuple[list[Row], Row]:
+    """Every length, and the page alone: both sides timed in rounds interleaved across all
+    of them (:func:`time_interleaved`).
 
     The page is context for the table, not part of it: it separates the cost of reading
     the whole history from the cost of the work on what is kept."""
@@ -296,20 +286,17 @@ def measure_all(
         histories[label] = make_history(length)
     histories["   page"] = make_history(LENGTHS[0])[:PAGE_MESSAGES]
     limits = Settings.at_defaults().window_limits
-    print(f"timing the window on every history in {WINDOW_ROUNDS} interleaved rounds…", flush=True)
-    window_timings = time_interleaved(
-        {
-            label: (lambda history=history: bound_history(history, limits))
-            for label, history in histories.items()
-        },
-        target_seconds=target_seconds,
-        min_calls=min_calls,
-    )
+    calls: dict[str, Callable[[], object]] = {}
+    for label, history in histories.items():
+        oldest_first = to_langchain(history)
+        calls[f"{label} window"] = lambda history=history: bound_history(history, limits)
+        calls[f"{label} trim"] = lambda oldest_first=oldest_first: run_trim(oldest_first)
+    print(f"timing both sides on every history, {ROUNDS} interleaved rounds…", flush=True)
+    timings = time_interleaved(calls, target_seconds=target_seconds)
     rows = [
-        measure(history, label, window_timings[label], target_seconds=target_seconds,
-                min_calls=min_calls)
+        measure(history, label, timings[f"{label} window"], timings[f"{label} trim"])
         for label, history in histories.items()
-    ]  # fmt: skip
+    ]
     return rows[:-1], rows[-1]
 
 
@@ -336,7 +323,7 @@ def machine() -> dict[str, Any]:
 
 
 def results_document(
-    rows: Sequence[Row], page: Row, *, quick: bool, target_seconds: float, min_calls: int
+    rows: Sequence[Row], page: Row, *, quick: bool, target_seconds: float
 ) -> dict[str, Any]:
     limits = Settings.at_defaults().window_limits
     return {
@@ -355,10 +342,11 @@ def results_document(
                 f"count_tokens_approximately, max_tokens={MAX_TOKENS}, start_on='human')"
             ),
             "timing": (
-                "median of single perf_counter-timed calls after one warm-up; "
-                f"at least {min_calls} calls and ~{target_seconds} s per cell "
-                f"(the window's in {WINDOW_ROUNDS} rounds interleaved across the lengths) "
-                f"(at least 3 when a call takes over {SLOW_CALL_SECONDS} s); gc on"
+                f"{ROUNDS} rounds interleaved across every history and both sides, "
+                f"~{target_seconds} s of single perf_counter-timed calls per cell in all "
+                "(at least one a round) after one untimed warm-up; per_call_seconds is the "
+                "lowest of the cell's round medians, median_seconds the median of all its "
+                "calls; gc on"
             ),
         },
         "results": [{**asdict(row), "ratio_trim_over_window": row.ratio} for row in rows],
@@ -386,8 +374,8 @@ def table(rows: Sequence[Row]) -> list[str]:
     ]
     for row in rows:
         lines.append(
-            f"| {row.messages:,} | {_us(row.window.timing.median_seconds)} "
-            f"| {_us(row.trim_messages.timing.median_seconds)} | {row.ratio:,.0f}× "
+            f"| {row.messages:,} | {_us(row.window.timing.per_call_seconds)} "
+            f"| {_us(row.trim_messages.timing.per_call_seconds)} | {row.ratio:,.0f}× "
             f"| {row.window.kept} | {row.trim_messages.kept} |"
         )
     return lines
@@ -426,12 +414,12 @@ def _verdict(by_length: dict[int, Row]) -> list[str]:
     shortest, longest = min(by_length), max(by_length)
     if shortest != longest:
         window_growth = (
-            by_length[longest].window.timing.median_seconds
-            / by_length[shortest].window.timing.median_seconds
+            by_length[longest].window.timing.per_call_seconds
+            / by_length[shortest].window.timing.per_call_seconds
         )
         trim_growth = (
-            by_length[longest].trim_messages.timing.median_seconds
-            / by_length[shortest].trim_messages.timing.median_seconds
+            by_length[longest].trim_messages.timing.per_call_seconds
+            / by_length[shortest].trim_messages.timing.per_call_seconds
         )
         flat = "flat" if window_growth < 2 else "NOT flat"
         lines.append(
@@ -478,8 +466,8 @@ def _notes(
         "In the worker the window only ever sees one page; a `trim_messages` caller that "
         f"loaded only the newest page would be flat too. On that page alone (the newest "
         f"{page.messages} messages) `trim_messages` takes "
-        f"{_us(page.trim_messages.timing.median_seconds)} µs against the window's "
-        f"{_us(page.window.timing.median_seconds)} µs ({page.ratio:,.0f}×), keeping "
+        f"{_us(page.trim_messages.timing.per_call_seconds)} µs against the window's "
+        f"{_us(page.window.timing.per_call_seconds)} µs ({page.ratio:,.0f}×), keeping "
         f"{page.trim_messages.kept} messages to the window's {page.window.kept}.",
         "",
         "What `trim_messages` does not do that the window does:",
@@ -517,8 +505,8 @@ def plot(rows: Sequence[Row], box: dict[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     lengths = [row.messages for row in rows]
-    window_us = [row.window.timing.median_seconds * 1e6 for row in rows]
-    trim_us = [row.trim_messages.timing.median_seconds * 1e6 for row in rows]
+    window_us = [row.window.timing.per_call_seconds * 1e6 for row in rows]
+    trim_us = [row.trim_messages.timing.per_call_seconds * 1e6 for row in rows]
     fig, ax = plt.subplots(figsize=(7.5, 4.8), dpi=150)
     ax.loglog(lengths, trim_us, "o-", color="tab:orange", label="LangChain trim_messages")
     ax.loglog(lengths, window_us, "s-", color="tab:blue", label="window (bound_history)")
@@ -533,7 +521,7 @@ def plot(rows: Sequence[Row], box: dict[str, Any], path: Path) -> None:
             color="tab:orange",
         )
     ax.set_xlabel("history length (messages)")
-    ax.set_ylabel("median time per call (µs)")
+    ax.set_ylabel("time per call (µs, lowest round median)")
     ax.set_title("Time per call vs history length (labels: trim/window ratio)")
     ax.set_xticks(lengths, [f"{n:,}" for n in lengths])
     low = min(window_us) / 3
@@ -563,7 +551,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         description="Time the window against LangChain's trim_messages."
     )
     parser.add_argument(
-        "--quick", action="store_true", help="~0.1 s and 3 calls a cell; writes under .bench/"
+        "--quick", action="store_true", help="~0.1 s of calls a cell; writes under .bench/"
     )
     parser.add_argument(
         "--lengths", type=int, nargs="+", default=list(LENGTHS), help="history lengths"
@@ -572,13 +560,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     quick: bool = args.quick
     target_seconds = 0.1 if quick else 1.0
-    min_calls = 3 if quick else 5
     out_dir: Path = args.out_dir or (QUICK_OUT_DIR if quick else FULL_OUT_DIR)
 
-    rows, page = measure_all(args.lengths, target_seconds=target_seconds, min_calls=min_calls)
-    document = results_document(
-        rows, page, quick=quick, target_seconds=target_seconds, min_calls=min_calls
-    )
+    rows, page = measure_all(args.lengths, target_seconds=target_seconds)
+    document = results_document(rows, page, quick=quick, target_seconds=target_seconds)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / f"{STEM}.json").write_text(
         json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"

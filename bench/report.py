@@ -63,7 +63,7 @@ def targets(doc: dict[str, Any]) -> list[tuple[str, str, bool]]:
                     f"{ratio:,.0f}×", ratio >= 100))  # fmt: skip
     lengths = sorted(rows)
     if len(lengths) > 1:
-        first = [rows[n]["window"]["timing"]["median_seconds"] for n in lengths if n >= 100]
+        first = [rows[n]["window"]["timing"]["per_call_seconds"] for n in lengths if n >= 100]
         growth = max(first) / min(first)
         out.append((f"window flat from 100 to {lengths[-1]:,} messages",
                     f"slowest / fastest length = {growth:.2f}×", growth < 1.5))  # fmt: skip
@@ -315,8 +315,8 @@ def _part1(doc: dict[str, Any], rel: str) -> list[str]:
     ]
     for row in trim["results"]:
         lines.append(
-            f"| {row['messages']:,} | {row['window']['timing']['median_seconds'] * 1e6:,.1f} "
-            f"| {row['trim_messages']['timing']['median_seconds'] * 1e6:,.0f} "
+            f"| {row['messages']:,} | {row['window']['timing']['per_call_seconds'] * 1e6:,.1f} "
+            f"| {row['trim_messages']['timing']['per_call_seconds'] * 1e6:,.0f} "
             f"| {row['ratio_trim_over_window']:,.0f}× "
             f"| {row['window']['kept']} / {row['trim_messages']['kept']} |"
         )
