@@ -56,9 +56,11 @@ class ScriptedStage:
     def __init__(self, sender: MessageSender) -> None:
         self.sender = sender
         self.gates: dict[str, asyncio.Event] = {}
+        self.reached: dict[str, asyncio.Event] = {}
         self.silent: set[str] = set()
 
     async def handle(self, received: ReceivedMessage) -> Outcome:
+        self.arrival(received.message_id).set()
         await self.gates.setdefault(received.message_id, asyncio.Event()).wait()
         if received.message_id not in self.silent:
             await self.sender.send("{}", group_id="g", deduplication_id="d")
@@ -69,6 +71,10 @@ class ScriptedStage:
 
     def open(self, message_id: str) -> None:
         self.gates.setdefault(message_id, asyncio.Event()).set()
+
+    def arrival(self, message_id: str) -> asyncio.Event:
+        """Set once the turn of ``message_id`` is in the stage, waiting at its gate."""
+        return self.reached.setdefault(message_id, asyncio.Event())
 
 
 async def test_only_cohorts_that_have_begun_sending_are_waited_for() -> None:
@@ -86,7 +92,8 @@ async def test_only_cohorts_that_have_begun_sending_are_waited_for() -> None:
         for batch in (await source.receive(10, 0), await source.receive(10, 0))
         for m in batch
     ]
-    await asyncio.sleep(0)
+    for message_id in ("m-1", "m-2", "m-3"):
+        await stage.arrival(message_id).wait()
     assert cohorts.sends_coming() == 0  # in flight, but no cohort is sending yet
     stage.open("m-1")
     await turns[0]
