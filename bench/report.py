@@ -229,20 +229,9 @@ def plots(doc: dict[str, Any], out_dir: Path) -> None:
 
     # Part 4: latency distribution.
     fig, axis = plt.subplots(figsize=(7.5, 4.6), dpi=130)
-    for result in doc["latency"]["results"]:
-        values = result["latencies_ms"]
-        fractions = [(i + 1) / len(values) for i in range(len(values))]
-        label = (
-            f"{result['kind']} at {result['offered_per_second']:g}/s "
-            f"(p99 {result['p99_ms']:.0f} ms)"
-        )
-        axis.plot(values, fractions, label=label)
-    axis.set_xscale("log")
-    axis.set_xlabel("send → arrival on the model queue (ms)")
-    axis.set_ylabel("fraction of commands")
-    axis.set_title("Latency at a fixed offered load")
-    axis.grid(True, alpha=0.4)
-    axis.legend(fontsize=8, loc="lower right")
+    report_latency.latency_cdf(
+        axis, [(result, "", "-") for result in doc["latency"]["results"]], legend_size=8
+    )
     fig.text(0.99, 0.01, footer, ha="right", va="bottom", fontsize=7, color="0.4")
     fig.tight_layout(rect=(0, 0.03, 1, 1))
     fig.savefig(out_dir / "latency.png")

@@ -284,24 +284,41 @@ def plot(doc: dict[str, Any], out_dir: Path, footer: str) -> None:
     top = max(s["commands_per_second"] for s in (*near.values(), *far.values()))
     left.set_ylim(0, top * 1.3)
     left.legend(fontsize=7, loc="upper left")
-    for key, style in (("latency", "-"), ("latency_delayed", "--")):
-        for result in doc.get(key, {}).get("results", []):
-            values = result["latencies_ms"]
-            fractions = [(i + 1) / len(values) for i in range(len(values))]
-            regime = "with latency" if key == "latency_delayed" else "without"
-            right.plot(values, fractions, style,
-                       label=f"{result['kind']} at {result['offered_per_second']:g}/s, "
-                             f"{regime} (p99 {result['p99_ms']:.0f} ms)")  # fmt: skip
-    right.set_xscale("log")
-    right.set_xlabel("send → arrival on the model queue (ms)")
-    right.set_ylabel("fraction of commands")
-    right.set_title("Latency at a fixed offered load")
-    right.grid(True, alpha=0.4)
-    right.legend(fontsize=6, loc="lower right")
+    latency_cdf(
+        right,
+        [
+            (result, f", {regime}", style)
+            for key, regime, style in (
+                ("latency", "without", "-"),
+                ("latency_delayed", "with latency", "--"),
+            )
+            for result in doc.get(key, {}).get("results", [])
+        ],
+        legend_size=6,
+    )
     fig.text(0.99, 0.01, footer, ha="right", va="bottom", fontsize=7, color="0.4")
     fig.tight_layout(rect=(0, 0.03, 1, 1))
     fig.savefig(out_dir / "throughput_latency.png")
     plt.close(fig)
+
+
+def latency_cdf(
+    axis: Any, curves: list[tuple[dict[str, Any], str, str]], *, legend_size: float
+) -> None:
+    """Part 4's latency distributions on ``axis``: one curve per (result, label suffix,
+    line style), each the fraction of commands against send → arrival."""
+    for result, suffix, style in curves:
+        values = result["latencies_ms"]
+        fractions = [(i + 1) / len(values) for i in range(len(values))]
+        axis.plot(values, fractions, style,
+                  label=f"{result['kind']} at {result['offered_per_second']:g}/s{suffix} "
+                        f"(p99 {result['p99_ms']:.0f} ms)")  # fmt: skip
+    axis.set_xscale("log")
+    axis.set_xlabel("send → arrival on the model queue (ms)")
+    axis.set_ylabel("fraction of commands")
+    axis.set_title("Latency at a fixed offered load")
+    axis.grid(True, alpha=0.4)
+    axis.legend(fontsize=legend_size, loc="lower right")
 
 
 # -- latency, profile, before/after -------------------------------------------------------------
