@@ -296,6 +296,39 @@ def _round_trips(servers: Servers) -> dict[str, float] | None:
     return None if trips is None else {"sqs_ms": trips.sqs_ms, "dynamodb_ms": trips.dynamodb_ms}
 
 
+def make_contender(
+    kind: str,
+    child: dict[str, str],
+    tag: str,
+    conversations: dict[str, Conversation],
+    every_command: Sequence[Command],
+    tree: Path | None = None,
+) -> Any:
+    """The contender of ``kind`` for one run, with the environment ``child``. The replay
+    gets the payloads of ``every_command`` (warm-up and measured) precomputed; the worker
+    before issue 14 runs from ``tree``."""
+    if kind == "naive":
+        return contenders.naive(child, WORK_DIR, name=tag)
+    if kind == "replay":
+        payloads = WORK_DIR / f"{tag}.payloads.json"
+        throughput.write_payloads(
+            payloads, every_command, conversations, Settings.at_defaults().window_limits
+        )
+        return contenders.replay(
+            child, WORK_DIR, payloads, lanes=CONCURRENCY // 10, batch=10, name=tag
+        )
+    if kind == "worker-x2":
+        return contenders.Group(
+            tag, [contenders.worker(child, WORK_DIR, name=f"{tag}-{i}") for i in range(SCALE_OUT)]
+        )
+    extra = {}
+    if kind == "worker-before" and tree is not None:
+        extra["BENCH_WORKER_PATH"] = str(tree)
+    if kind == "worker-uvloop":
+        extra["BENCH_EVENT_LOOP"] = "uvloop"
+    return contenders.worker(child, WORK_DIR, name=tag, **extra)
+
+
 async def throughput_run(
     clients: Any,
     servers: Servers,
@@ -327,28 +360,7 @@ async def throughput_run(
     commands = make_commands(tag, pool, count, text, seed=100 + round_number)
     processes = SCALE_OUT if kind == "worker-x2" else 1
     window = 20 if kind == "naive" else processes * (CONCURRENCY + 10)
-    contender: Any
-    if kind == "naive":
-        contender = contenders.naive(child, WORK_DIR, name=tag)
-    elif kind == "replay":
-        payloads = WORK_DIR / f"{tag}.payloads.json"
-        throughput.write_payloads(
-            payloads, [*warmup, *commands], conversations, Settings.at_defaults().window_limits
-        )
-        contender = contenders.replay(
-            child, WORK_DIR, payloads, lanes=CONCURRENCY // 10, batch=10, name=tag
-        )
-    elif kind == "worker-x2":
-        contender = contenders.Group(
-            tag, [contenders.worker(child, WORK_DIR, name=f"{tag}-{i}") for i in range(processes)]
-        )
-    else:
-        extra = {}
-        if kind == "worker-before" and tree is not None:
-            extra["BENCH_WORKER_PATH"] = str(tree)
-        if kind == "worker-uvloop":
-            extra["BENCH_EVENT_LOOP"] = "uvloop"
-        contender = contenders.worker(child, WORK_DIR, name=tag, **extra)
+    contender = make_contender(kind, child, tag, conversations, [*warmup, *commands], tree)
     drain = Drain(clients.sqs, env["MODEL_QUEUE_URL"])
     drain.start()
     try:
@@ -400,19 +412,7 @@ async def part_latency(
         count = max(50, round(rate * plan.latency_seconds))
         warmup = make_commands(f"{tag}-w", pool, 20, text, seed=7)
         commands = make_commands(tag, pool, count, text, seed=8)
-        contender: Any
-        if kind == "naive":
-            contender = contenders.naive(child, WORK_DIR, name=tag)
-        elif kind == "replay":
-            payloads = WORK_DIR / f"{tag}.payloads.json"
-            throughput.write_payloads(
-                payloads, [*warmup, *commands], conversations, Settings.at_defaults().window_limits
-            )
-            contender = contenders.replay(
-                child, WORK_DIR, payloads, lanes=CONCURRENCY // 10, batch=10, name=tag
-            )
-        else:
-            contender = contenders.worker(child, WORK_DIR, name=tag)
+        contender = make_contender(kind, child, tag, conversations, [*warmup, *commands])
         drain = Drain(clients.sqs, env["MODEL_QUEUE_URL"], tasks=1, pause=0.1)
         drain.start()
         try:
