@@ -6,14 +6,12 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from tests.conftest import settings
 from tests.unit.clock import FakeClock
+from tests.unit.fakes import NOW, MemoryQueue, memory_stage
 from tests.unit.test_done_marks import FakeDynamo
-from tests.unit.test_stage import MemoryQueue, NoObjects
 from worker.adapters.ledger import DynamoCommandLedger
 from worker.batching import Batcher
 from worker.cohorts import Cohorts
@@ -21,9 +19,6 @@ from worker.done_marks import BatchingLedger
 from worker.memory import FoldState
 from worker.outcomes import Done, Outcome
 from worker.ports import DeleteFailure, HistoryPage, MessageSender, ReceivedMessage
-from worker.stage import ConverseStage
-
-NOW = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 
 
 def message(i: int) -> ReceivedMessage:
@@ -165,15 +160,10 @@ async def test_a_received_batch_sends_and_marks_done_together_however_far_apart_
     )
     cohorts.on_give_up(sends=queue.batcher.nudge, marks=marks.nudge)
     stage = cohorts.stage(
-        ConverseStage(
+        memory_stage(
             history=SlowHistory(clock),
             ledger=cohorts.ledger(marks),
             model_queue=cohorts.sender(queue),
-            compaction_queue=MemoryQueue(),
-            objects=NoObjects(),
-            settings=settings(),
-            lease=timedelta(seconds=60),
-            clock=lambda: NOW,
             sleep=clock.sleep,
         )
     )

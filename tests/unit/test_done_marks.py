@@ -10,23 +10,21 @@ from __future__ import annotations
 
 import asyncio
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
 
-from tests.conftest import settings
 from tests.unit.clock import FakeClock
-from tests.unit.test_stage import MemoryHistory, MemoryQueue, NoObjects
+from tests.unit.fakes import NOW, MemoryQueue, memory_stage
+from tests.unit.test_stage import MemoryHistory
 from worker.adapters.ledger import DynamoCommandLedger
 from worker.done_marks import MAX_WRITE_BATCH, BatchingLedger, DoneMark
 from worker.errors import StoreUnavailable
 from worker.outcomes import Done
 from worker.ports import ReceivedMessage
-from worker.stage import ConverseStage
 
-NOW = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 TABLE = "history"
 
 
@@ -176,15 +174,10 @@ async def test_ten_concurrent_turns_mark_done_in_one_write_and_a_mark_left_over_
     clock = FakeClock()
     client = FakeDynamo(unprocessed={"c-3"})
     model_queue = MemoryQueue(gate=asyncio.Event())  # the ten sends return together
-    stage = ConverseStage(
+    stage = memory_stage(
         history=MemoryHistory(),
         ledger=BatchingLedger(DynamoCommandLedger(client, TABLE), clock=clock),
         model_queue=model_queue,
-        compaction_queue=MemoryQueue(),
-        objects=NoObjects(),
-        settings=settings(),
-        lease=timedelta(seconds=60),
-        clock=lambda: NOW,
         sleep=clock.sleep,
     )
     turns = asyncio.gather(*(stage.handle(delivery(i)) for i in range(10)))

@@ -11,15 +11,14 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import captured_logs, settings
-from tests.unit.fakes import MemoryQueue
+from tests.conftest import captured_logs
+from tests.unit.fakes import NOW, MemoryQueue, memory_stage
 from worker.errors import StoreUnavailable
 from worker.memory import FoldState, HistoryMessage
 from worker.outcomes import Done, Rejected, Retry
 from worker.ports import CommandClaim, HistoryPage, ReceivedMessage
-from worker.stage import FINISH_RETRY_DELAYS, ConverseStage
+from worker.stage import FINISH_RETRY_DELAYS
 
-NOW = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 LEASE = timedelta(seconds=60)
 
 
@@ -97,14 +96,6 @@ class MemoryHistory:
         return None
 
 
-class NoObjects:
-    async def put(self, bucket: str, key: str, data: bytes) -> None:
-        raise AssertionError("no payload here goes to S3")
-
-    async def get(self, bucket: str, key: str) -> bytes:
-        raise AssertionError("no command here is an S3 pointer")
-
-
 @dataclass
 class Turn:
     ledger: MemoryLedger = field(default_factory=MemoryLedger)
@@ -116,16 +107,8 @@ class Turn:
         async def sleep(seconds: float) -> None:
             self.slept.append(seconds)
 
-        self.stage = ConverseStage(
-            history=self.history,
-            ledger=self.ledger,
-            model_queue=self.model_queue,
-            compaction_queue=MemoryQueue(),
-            objects=NoObjects(),
-            settings=settings(),
-            lease=LEASE,
-            clock=lambda: NOW,
-            sleep=sleep,
+        self.stage = memory_stage(
+            history=self.history, ledger=self.ledger, model_queue=self.model_queue, sleep=sleep
         )
 
     def record(self) -> Record:

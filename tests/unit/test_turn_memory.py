@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import pytest
 
 from tests.conftest import captured_logs
-from tests.unit.fakes import MemoryQueue
+from tests.unit.fakes import NOW, MemoryQueue, memory_stage
 from worker.commands import ConverseCommand
 from worker.errors import StoreUnavailable
 from worker.memory import CompactionPlan, FoldState, HistoryMessage, Role
@@ -26,7 +26,6 @@ from worker.stage import ConverseStage
 
 UNREACHABLE = StoreUnavailable("sqs.SendMessage: the endpoint did not answer")
 
-NOW = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 SETTINGS = Settings.at_defaults()
 
 
@@ -103,24 +102,13 @@ class NoLedger:
         return None
 
 
-class NoObjects:
-    async def put(self, bucket: str, key: str, data: bytes) -> None:
-        raise AssertionError("nothing is offloaded in these tests")
-
-    async def get(self, bucket: str, key: str) -> bytes:
-        raise AssertionError("nothing is offloaded in these tests")
-
-
 def stage_over(history: FakeHistory, model: MemoryQueue, compaction: MemoryQueue) -> ConverseStage:
-    return ConverseStage(
+    return memory_stage(
         history=history,
         ledger=NoLedger(),
         model_queue=model,
         compaction_queue=compaction,
-        objects=NoObjects(),
         settings=SETTINGS,
-        lease=timedelta(minutes=1),
-        clock=lambda: NOW,
     )
 
 
