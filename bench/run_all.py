@@ -296,6 +296,18 @@ def _round_trips(servers: Servers) -> dict[str, float] | None:
     return None if trips is None else {"sqs_ms": trips.sqs_ms, "dynamodb_ms": trips.dynamodb_ms}
 
 
+async def contender_queues(
+    clients: Any, servers: Servers, tag: str
+) -> tuple[dict[str, str], dict[str, str]]:
+    """Fresh queues named after ``tag`` on ``servers``, and the environment a contender
+    runs with against them (the benchmark's concurrency, 20 s long polls)."""
+    env = await create_bench_resources(clients, tag, TABLE)
+    child = servers.child_environ(
+        **env, WORKER_CONCURRENCY=str(CONCURRENCY), RECEIVE_WAIT_SECONDS="20"
+    )
+    return env, child
+
+
 def make_contender(
     kind: str,
     child: dict[str, str],
@@ -348,10 +360,7 @@ async def throughput_run(
     pool = list(conversations.values())
     # Every contender finds the fold state as seeded: nothing pending.
     await put_items(clients.dynamodb, TABLE, [state_item(c) for c in pool])
-    env = await create_bench_resources(clients, f"tp-{tag}", TABLE)
-    child = servers.child_environ(
-        **env, WORKER_CONCURRENCY=str(CONCURRENCY), RECEIVE_WAIT_SECONDS="20"
-    )
+    env, child = await contender_queues(clients, servers, f"tp-{tag}")
     if kind == "naive":
         count = plan.naive_delayed_commands if regime == DELAYED else plan.naive_commands
     else:
@@ -405,10 +414,7 @@ async def part_latency(
     for kind, rate_name in rows:
         rate = rates[rate_name]
         tag = f"lat-{kind}-{rate_name}{'-lat' if delayed_regime else ''}"
-        env = await create_bench_resources(clients, tag, TABLE)
-        child = servers.child_environ(
-            **env, WORKER_CONCURRENCY=str(CONCURRENCY), RECEIVE_WAIT_SECONDS="20"
-        )
+        env, child = await contender_queues(clients, servers, tag)
         count = max(50, round(rate * plan.latency_seconds))
         warmup = make_commands(f"{tag}-w", pool, 20, text, seed=7)
         commands = make_commands(tag, pool, count, text, seed=8)
@@ -455,10 +461,7 @@ async def part_profile(
     name = "profile-lat" if far else "profile"
     say(f"profile: py-spy on the worker for {seconds:g} s at full load"
         + (" with the latency" if far else ""))  # fmt: skip
-    env = await create_bench_resources(clients, name, TABLE)
-    child = servers.child_environ(
-        **env, WORKER_CONCURRENCY=str(CONCURRENCY), RECEIVE_WAIT_SECONDS="20"
-    )
+    env, child = await contender_queues(clients, servers, name)
     worker = contenders.worker(child, WORK_DIR, name=f"{name}-worker")
     drain = Drain(clients.sqs, env["MODEL_QUEUE_URL"])
     drain.start()
