@@ -15,6 +15,13 @@ construction (``../shared/CONTRACT.md``, "The model-ready view"):
   a block of its own user message, or the next block of a trailing user message;
 - the fold summary, if not blank, is the system prompt, followed by one cache point.
 
+For the cache-aligned window (``cache_history=True``) the view also gets a cache point
+after the last history block, before the current message's block (inside the same user
+message when the history ends on a question), and, when the history point's lookback
+would not reach it, one where the previous turn's history ended. A cache point is never
+the first block of a message, and the view holds at most 3 (one of Bedrock's 4 stays
+free for the model stage).
+
 Pure: no I/O, no logging. The caller logs what was left out.
 """
 
@@ -42,7 +49,13 @@ class CachePointBlock(TypedDict):
 
 class ConverseMessage(TypedDict):
     role: Role
-    content: list[TextBlock]
+    content: list[TextBlock | CachePointBlock]
+
+
+#: Blocks between the previous turn's end and the history's cache point from which a
+#: point of its own is set there. Bedrock finds a cached prefix at a cache point or up
+#: to about 20 blocks before it; within 16, the history's point alone finds it.
+PREVIOUS_END_MIN_DISTANCE = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,31 +80,54 @@ def is_blank(text: str) -> bool:
     return not text or text.isspace()
 
 
-def render_converse(window: Window, message: str, summary: str | None) -> ConverseView:
+def render_converse(
+    window: Window,
+    message: str,
+    summary: str | None,
+    *,
+    cache_history: bool = False,
+    previous_history_end: int | None = None,
+) -> ConverseView:
     """Build the Converse view of ``window`` followed by the current counsel ``message``.
 
     ``message`` must not be blank (the command parser rejects such a command): the
     view always ends with it, so it is never empty and always ends on the user's turn.
+
+    ``cache_history`` (the cache-aligned mode) adds the history's cache points;
+    ``previous_history_end`` is the seq the previous turn's history ended on
+    (:func:`previous_history_end`), for the optional second one. Without them the view
+    is the default mode's, byte for byte.
     """
     if is_blank(message):
         raise ValueError("the current message is blank")
+    if previous_history_end is not None and not cache_history:
+        raise ValueError("previous_history_end is only used with cache_history")
     # One pass, no helper calls: this runs on every turn beside the window (make bench).
     messages: list[ConverseMessage] = []
     left_out: list[LeftOut] = []
-    blocks: list[TextBlock] = []
+    blocks: list[TextBlock | CachePointBlock] = []
     role: Role | None = None
+    # Where the previous turn's history ended: (message, block) of its last block shown.
+    previous_end = previous_history_end or 0
+    previous_at: tuple[int, int] | None = None
     for stored in window.messages:
         content = stored.content
         if not content or content.isspace():
             left_out.append(LeftOut(stored.seq, "blank"))
-        elif stored.role == role:
+            continue
+        if stored.role == role:
             blocks.append({"text": content})
         elif role is None and stored.role == "assistant":
             left_out.append(LeftOut(stored.seq, "leading_answer"))
+            continue
         else:
             role = stored.role
             blocks = [{"text": content}]
             messages.append({"role": role, "content": blocks})
+        if stored.seq <= previous_end:
+            previous_at = (len(messages) - 1, len(blocks) - 1)
+    if cache_history and messages:
+        _add_history_cache_points(messages, previous_at)
     if role == "user":
         blocks.append({"text": message})
     else:
@@ -102,3 +138,31 @@ def render_converse(window: Window, message: str, summary: str | None) -> Conver
     if summary is not None and not is_blank(summary):
         system = ({"text": summary}, {"cachePoint": {"type": "default"}})
     return ConverseView(system=system, messages=tuple(messages), left_out=tuple(left_out))
+
+
+def previous_history_end(window: Window) -> int | None:
+    """The seq the previous turn's history ended on: the one before the newest question
+    (that question was the previous turn's current message). None without a question."""
+    newest_question = next((m.seq for m in reversed(window.messages) if m.role == "user"), None)
+    return newest_question - 1 if newest_question is not None and newest_question > 1 else None
+
+
+def _add_history_cache_points(
+    messages: list[ConverseMessage], previous_at: tuple[int, int] | None
+) -> None:
+    """A cache point after the last history block; another after ``previous_at`` (the
+    previous turn's last block) when it lies too far back for the first one's lookback.
+    Each follows a text block of its own message, so none is ever a message's first."""
+    if previous_at is not None:
+        message_index, block_index = previous_at
+        after = len(messages[message_index]["content"]) - block_index - 1
+        after += sum(len(m["content"]) for m in messages[message_index + 1 :])
+        if after >= PREVIOUS_END_MIN_DISTANCE:
+            messages[message_index]["content"].insert(block_index + 1, _cache_point())
+    messages[-1]["content"].append(_cache_point())
+
+
+def _cache_point() -> CachePointBlock:
+    """The default TTL (5 minutes): the 1-hour TTL's 2x write does not pay back on a
+    prefix that changes whenever the fold lands. A new dict each time: views share none."""
+    return {"cachePoint": {"type": "default"}}

@@ -1,0 +1,340 @@
+"""The cache-aligned window: a window whose start stays put between fold landings.
+
+``../shared/CONTRACT.md``, "The cache-aligned window". Rules 1-3 of the window (trim,
+never the current message, floor) and the budget's limits hold; rule 4's "extend as far
+back as fits" is replaced by an anchor:
+
+- ``S_must`` is the older of ``folded_through + 1`` and the floor's start, moved out to
+  the start of its exchange. The window always reaches back to it: nothing the fold has
+  not absorbed is left out, and the floor holds.
+- The window is ``[A, newest]`` for the anchor ``A`` chosen at the last re-anchoring. It
+  is kept while the fold mark has not moved since and ``[A, newest]`` fits the budget
+  (tokens after trimming, and messages).
+- Otherwise the window re-anchors: ``A = S_must``, extended backwards in whole exchanges
+  while the window stays within the budget less the headroom, so that it can grow for
+  several turns before it must move again.
+- If ``[S_must, newest]`` alone exceeds the budget, the turn uses the sliding window
+  (:func:`bound_history`) and says so (``outcome == "fallback"``).
+
+An anchor is the start of an exchange: a user message, or seq 1 when the conversation
+opens with assistant messages (an exchange of their own, as in rule 4).
+
+The input is newest first and read lazily, as :func:`bound_history` reads it: at most
+the floor's run or ``max_messages + 1`` messages, so one page suffices. An anchor older
+than the input cannot fit the message cap (the page holds ``max_messages + 1``), so it
+counts as an overflow. Pure: no I/O, no logging; the caller stores the anchor and logs
+the outcome.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from itertools import chain
+from typing import Literal
+
+from worker.memory.tokens import estimate_tokens
+from worker.memory.trim import trim_message
+from worker.memory.window import HistoryMessage, Window, WindowLimits, bound_history
+
+AnchorOutcome = Literal["kept", "reanchored", "fallback"]
+#: Why a window re-anchored: no anchor was given (``first_turn``), the fold mark moved
+#: since it was chosen, ``[A, newest]`` no longer fits the budget (or ``A`` lies beyond
+#: the input read), or the anchor cannot be this history's (not an exchange start, not
+#: in it, newer than ``S_must``).
+ReanchorReason = Literal["first_turn", "fold_moved", "overflow", "invalid"]
+
+
+@dataclass(frozen=True, slots=True)
+class AnchorHeadroom:
+    """Room left below the budget when the window re-anchors: what it may grow by, in
+    tokens and in messages, before it overflows and must move again."""
+
+    tokens: int
+    messages: int
+
+    def __post_init__(self) -> None:
+        if self.tokens < 0 or self.messages < 0:
+            raise ValueError("the anchor headroom must not be negative")
+
+
+@dataclass(frozen=True, slots=True)
+class WindowAnchor:
+    """The window's first seq, and the fold mark it was chosen under."""
+
+    seq: int
+    folded_through: int
+
+
+@dataclass(frozen=True, slots=True)
+class AlignedWindow:
+    """The window (as :func:`bound_history` returns one) and how it was chosen.
+
+    ``reason`` is set when ``outcome == "reanchored"``. ``anchor`` is the anchor in force
+    after this turn: the one kept, the new one, or None after a fallback (there is none).
+    """
+
+    window: Window
+    outcome: AnchorOutcome
+    reason: ReanchorReason | None
+    anchor: WindowAnchor | None
+
+    @property
+    def anchor_to_store(self) -> WindowAnchor | None:
+        """The anchor to write to the ``state`` item, or None when nothing changed.
+
+        A fallback writes nothing: the stored anchor cannot be kept next turn anyway
+        (its window holds this turn's, which is over the budget) unless the fold moves,
+        which re-anchors.
+        """
+        return self.anchor if self.outcome == "reanchored" else None
+
+
+def cache_aligned_window(
+    newest_first: Iterable[HistoryMessage],
+    limits: WindowLimits,
+    *,
+    folded_through: int,
+    anchor: WindowAnchor | None,
+    headroom: AnchorHeadroom,
+) -> AlignedWindow:
+    """Choose the window for this turn: keep ``anchor``, re-anchor, or fall back."""
+    folded = max(folded_through, 0)
+    reader = _Reader(newest_first, limits)
+    floor = _floor_start(reader)
+    if floor is None:  # the floor ends on answers whose question is beyond the input
+        return _fallback(reader, limits)
+    if not reader.read_messages:
+        return _empty(folded, anchor)
+    must = _must_start(reader, floor, folded)
+    if must is None:
+        return _fallback(reader, limits)
+    kept, reason = _kept_start(reader, must, folded, anchor)
+    if kept is not None:
+        return AlignedWindow(reader.window(kept), "kept", None, anchor)
+    start = _extend(reader, must, headroom)
+    new_anchor = WindowAnchor(reader.seq(start), folded)
+    return AlignedWindow(reader.window(start), "reanchored", reason, new_anchor)
+
+
+def derive_anchor(
+    oldest_first: Sequence[HistoryMessage],
+    limits: WindowLimits,
+    *,
+    folded_through: int,
+    headroom: AnchorHeadroom,
+) -> WindowAnchor | None:
+    """The anchor replayed from the history alone: no state beyond the fold mark.
+
+    Replays the window turn by turn as if the fold had landed on the first turn after
+    ``folded_through`` (each turn end at or after it, before the newest, fed the anchor
+    of the turn before), and returns the anchor in force after the last of them, to
+    pass to :func:`cache_aligned_window` for this turn. Between fold landings it gives
+    the same anchor on every turn, so the window keeps its start as a stored anchor
+    does; but it re-anchors from where the fold was requested rather than where it
+    landed, so the window is older and overflows sooner.
+
+    Cost: the replay reads back up to ``max_messages`` (or the floor's run) before the
+    fold mark, so it needs every message from about ``folded_through - max_messages``
+    to the newest: up to twice a page, not the one page a stored anchor reads; and it
+    runs the window once per turn since the fold mark (a dozen at the defaults). None
+    when the unfolded tail alone exceeds the message cap (the turn falls back).
+    """
+    folded = max(folded_through, 0)
+    if sum(1 for m in oldest_first if m.seq > folded) > limits.max_messages:
+        return None
+    anchor: WindowAnchor | None = None
+    for end in _turn_ends(oldest_first, folded):
+        anchor = cache_aligned_window(
+            reversed(oldest_first[: end + 1]),
+            limits,
+            folded_through=folded,
+            anchor=anchor,
+            headroom=headroom,
+        ).anchor
+    return anchor
+
+
+def derived_aligned_window(
+    oldest_first: Sequence[HistoryMessage],
+    limits: WindowLimits,
+    *,
+    folded_through: int,
+    headroom: AnchorHeadroom,
+) -> AlignedWindow:
+    """:func:`cache_aligned_window` with the anchor from :func:`derive_anchor`."""
+    anchor = derive_anchor(oldest_first, limits, folded_through=folded_through, headroom=headroom)
+    return cache_aligned_window(
+        reversed(oldest_first),
+        limits,
+        folded_through=folded_through,
+        anchor=anchor,
+        headroom=headroom,
+    )
+
+
+def _turn_ends(oldest_first: Sequence[HistoryMessage], folded: int) -> Iterator[int]:
+    """Indexes of the answers that closed a turn (a question follows), at or after the
+    fold mark, before the newest message."""
+    for i in range(len(oldest_first) - 1):
+        current, following = oldest_first[i], oldest_first[i + 1]
+        if current.seq >= folded and current.role == "assistant" and following.role == "user":
+            yield i
+
+
+class _Reader:
+    """The history newest first, read on demand, each message trimmed and costed once.
+
+    Index ``i`` is the ``i``-th newest message; the window ``[i, newest]`` holds
+    ``i + 1`` messages and ``cost(i)`` tokens.
+    """
+
+    __slots__ = ("_costs", "_kept", "_originals", "_source", "_trimmed", "limits")
+
+    def __init__(self, newest_first: Iterable[HistoryMessage], limits: WindowLimits) -> None:
+        self._source = iter(newest_first)
+        self.limits = limits
+        self._originals: list[HistoryMessage] = []
+        self._kept: list[HistoryMessage] = []
+        self._costs: list[int] = []
+        self._trimmed: list[int] = []
+
+    @property
+    def read_messages(self) -> int:
+        return len(self._kept)
+
+    def has(self, index: int) -> bool:
+        """Whether message ``index`` exists, reading up to it if needed."""
+        while len(self._kept) <= index:
+            original = next(self._source, None)
+            if original is None:
+                return False
+            content = trim_message(original.content, self.limits.message_max_tokens)
+            was_trimmed = content is not original.content
+            kept = HistoryMessage(original.seq, original.role, content) if was_trimmed else original
+            self._originals.append(original)
+            self._kept.append(kept)
+            self._costs.append((self._costs[-1] if self._costs else 0) + estimate_tokens(content))
+            self._trimmed.append((self._trimmed[-1] if self._trimmed else 0) + was_trimmed)
+        return True
+
+    def seq(self, index: int) -> int:
+        return self._kept[index].seq
+
+    def opens_exchange(self, index: int) -> bool:
+        """A question, or the conversation's first message (leading answers' exchange)."""
+        message = self._kept[index]
+        return message.role == "user" or message.seq == 1
+
+    def fits(self, index: int, *, tokens: int, messages: int) -> bool:
+        return index + 1 <= messages and self._costs[index] <= tokens
+
+    def within_budget(self, index: int) -> bool:
+        return self.fits(index, tokens=self.limits.max_tokens, messages=self.limits.max_messages)
+
+    def window(self, start: int) -> Window:
+        return Window(
+            messages=tuple(reversed(self._kept[: start + 1])),
+            dropped=self.seq(start) - 1,
+            trimmed=self._trimmed[start],
+            estimated_tokens=self._costs[start],
+            floor_overrode_budget=False,
+        )
+
+    def unread(self) -> Iterator[HistoryMessage]:
+        """Everything read so far (as given, untrimmed), then the rest of the input."""
+        return chain(self._originals, self._source)
+
+
+def _floor_start(reader: _Reader) -> int | None:
+    """Index of the floor's start (rule 3); None when it would open on an answer whose
+    question lies beyond the input. An empty or short history is its own floor."""
+    index = reader.limits.floor_messages - 1
+    while reader.has(index) and not reader.opens_exchange(index):
+        index += 1
+    if reader.has(index):
+        return index
+    last = reader.read_messages - 1
+    if last < 0 or reader.opens_exchange(last):
+        return last
+    return None
+
+
+def _must_start(reader: _Reader, floor: int, folded: int) -> int | None:
+    """Index of ``S_must``: the floor's start or the oldest unfolded message, whichever
+    is older, moved out to its exchange's start. None when ``[S_must, newest]`` exceeds
+    the budget or reaches past the input (the turn falls back)."""
+    index = floor
+    # Out to the oldest unfolded message (stop once a folded one is read), then out to
+    # the start of its exchange.
+    while (reader.has(index + 1) and reader.seq(index + 1) > folded) or not (
+        reader.opens_exchange(index)
+    ):
+        if not reader.has(index + 1):
+            return None  # the tail runs past the input, or answers whose question is unread
+        index += 1
+        if not reader.within_budget(index):
+            return None
+    if reader.seq(index) > folded + 1 and not reader.has(index + 1):
+        return None  # the unfolded tail runs past the input (a full page)
+    return index if reader.within_budget(index) else None
+
+
+def _kept_start(
+    reader: _Reader, must: int, folded: int, anchor: WindowAnchor | None
+) -> tuple[int, None] | tuple[None, ReanchorReason]:
+    """The index ``anchor`` starts the window at, if it is kept; else why it is not."""
+    if anchor is None:
+        return None, "first_turn"
+    if anchor.folded_through != folded:
+        return None, "fold_moved"
+    if anchor.seq > reader.seq(must) or anchor.seq < 1:
+        return None, "invalid"  # beyond S_must (or the newest message), or no seq at all
+    index = must
+    while reader.seq(index) > anchor.seq:
+        if not reader.has(index + 1):
+            return None, "overflow"  # older than the input: [A, newest] exceeds the cap
+        index += 1
+        if not reader.within_budget(index):
+            return None, "overflow"
+    if reader.seq(index) != anchor.seq or not reader.opens_exchange(index):
+        return None, "invalid"  # its message is missing from the history, or opens none
+    return index, None
+
+
+def _extend(reader: _Reader, start: int, headroom: AnchorHeadroom) -> int:
+    """Extend backwards from ``start`` in whole exchanges while the window stays within
+    the budget less ``headroom``; the first exchange that does not fit ends it."""
+    limits = reader.limits
+    tokens = limits.max_tokens - headroom.tokens
+    messages = limits.max_messages - headroom.messages
+    while True:
+        index = start + 1
+        while reader.has(index) and reader.fits(index, tokens=tokens, messages=messages):
+            if reader.opens_exchange(index):
+                break
+            index += 1
+        else:
+            # Over the room, or the input ended mid-exchange (its question is unread).
+            return start
+        start = index
+
+
+def _fallback(reader: _Reader, limits: WindowLimits) -> AlignedWindow:
+    return AlignedWindow(bound_history(reader.unread(), limits), "fallback", None, None)
+
+
+def _empty(folded: int, anchor: WindowAnchor | None) -> AlignedWindow:
+    """No history: the window is empty; it anchors on seq 1, the start of any history."""
+    empty = Window(
+        messages=(), dropped=0, trimmed=0, estimated_tokens=0, floor_overrode_budget=False
+    )
+    first = WindowAnchor(1, folded)
+    reason: ReanchorReason = "invalid"
+    if anchor == first:
+        return AlignedWindow(empty, "kept", None, anchor)
+    if anchor is None:
+        reason = "first_turn"
+    elif anchor.folded_through != folded:
+        reason = "fold_moved"
+    return AlignedWindow(empty, "reanchored", reason, first)

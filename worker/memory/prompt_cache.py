@@ -1,0 +1,201 @@
+"""A model of Amazon Bedrock's prompt cache for Claude, to price a conversation turn by turn.
+
+The rules it applies, and where they are stated:
+
+- Bedrock user guide, "Prompt caching for faster model inference"
+  (https://docs.aws.amazon.com/bedrock/latest/userguide/prompt-caching.html);
+- Anthropic, "Prompt caching"
+  (https://docs.claude.com/en/docs/build-with-claude/prompt-caching);
+- Anthropic's pricing page (https://www.anthropic.com/pricing, and
+  https://docs.claude.com/en/docs/about-claude/pricing for the multipliers).
+
+1. A request is, in order: the model stage's own system prompt (``system_prompt_tokens``,
+   always first), the view's ``system`` blocks, then its ``messages``' blocks. A
+   ``cachePoint`` caches the prefix before it, matched exactly: every block's text, its
+   role and where each message starts.
+2. At most 4 cache points a request; more is refused (ValidationException), here a
+   ``ValueError``.
+3. A point caches only if its prefix holds at least ``min_prefix_tokens``: 1,024 for
+   Claude Sonnet 4 / 3.7 and Opus 4, 2,048 for Claude 3.5 Haiku, 4,096 for Haiku 4.5 and
+   Opus 4.5. Below it the request succeeds and nothing is cached. Bedrock's guide words
+   the minimum per checkpoint ("the first after 1,024 tokens, the second after 2,048");
+   ``min_tokens_per_point`` models that stricter reading.
+4. A hit is looked for at each point and at the block boundaries up to about 20 blocks
+   before it (``lookback_blocks``); the longest cached prefix found is read.
+5. Each cacheable point past what was read writes its prefix; the tokens from the end of
+   the read up to the last point written are billed as written. Tokens after that are
+   billed as uncached input.
+6. An entry lives 5 minutes after it was written or last read (a hit refreshes it), or
+   1 hour with ``ttl="1h"``.
+7. Billing in input-token units: uncached 1x, read 0.1x, written 1.25x with the
+   5-minute TTL or 2x with the 1-hour TTL.
+
+Tokens are estimated with :func:`estimate_tokens` (a budget signal, not a tokenizer), so
+the model compares shapes of prompts, not exact bills. Assumptions beyond the sources: a
+hit refreshes only the entry read; a point at or before the prefix read writes nothing.
+Pure: the cache state is a value passed in and returned.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from worker.memory.tokens import estimate_tokens
+
+CacheTtl = Literal["5m", "1h"]
+
+_TTL_SECONDS: dict[CacheTtl, float] = {"5m": 300.0, "1h": 3600.0}
+_WRITE_MULTIPLIER: dict[CacheTtl, float] = {"5m": 1.25, "1h": 2.0}
+
+
+@dataclass(frozen=True, slots=True)
+class CacheRules:
+    """The model's knobs, at Claude Sonnet 4's values on Bedrock."""
+
+    min_prefix_tokens: int = 1024
+    ttl: CacheTtl = "5m"
+    lookback_blocks: int = 20
+    max_points: int = 4
+    read_multiplier: float = 0.1
+    #: The model stage's own system prompt, placed before the view's system blocks.
+    system_prompt_tokens: int = 0
+    #: Whether the model stage sets a cache point after its own system prompt.
+    system_prompt_cache_point: bool = False
+    min_tokens_per_point: bool = False
+
+    @property
+    def ttl_seconds(self) -> float:
+        return _TTL_SECONDS[self.ttl]
+
+    @property
+    def write_multiplier(self) -> float:
+        return _WRITE_MULTIPLIER[self.ttl]
+
+
+@dataclass(frozen=True, slots=True)
+class TurnCost:
+    """One request's input tokens, by how they were billed, and the billed units."""
+
+    read: int
+    written: int
+    uncached: int
+    billed: float
+
+    @property
+    def input_tokens(self) -> int:
+        return self.read + self.written + self.uncached
+
+
+@dataclass(frozen=True, slots=True)
+class PromptCache:
+    """The cached prefixes (digest, expiry in seconds) one conversation's requests see."""
+
+    entries: tuple[tuple[bytes, float], ...] = ()
+
+
+def price_turn(
+    cache: PromptCache,
+    system: Sequence[Mapping[str, Any]],
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    at: float,
+    rules: CacheRules,
+) -> tuple[TurnCost, PromptCache]:
+    """Price one Converse request sent at ``at`` seconds; return its cost and the cache after.
+
+    ``system`` and ``messages`` are as the view gives them (``{"text": …}`` and
+    ``{"cachePoint": …}`` blocks).
+    """
+    request = _Request.of(system, messages, rules)
+    if len(request.points) > rules.max_points:
+        raise ValueError(f"a request holds at most {rules.max_points} cache points")
+    live = {digest: expiry for digest, expiry in cache.entries if expiry > at}
+    expires = at + rules.ttl_seconds
+    read_at = _longest_hit(request, live, rules.lookback_blocks)
+    read = request.tokens_through(read_at)
+    if read_at >= 0:
+        live[request.digests[read_at]] = expires
+    written_through = read
+    for point in _cacheable(request, rules):
+        if point > read_at:
+            live[request.digests[point]] = expires
+            written_through = request.tokens_through(point)
+    written = written_through - read
+    uncached = request.tokens_through(len(request.digests) - 1) - read - written
+    billed = uncached + written * rules.write_multiplier + read * rules.read_multiplier
+    cost = TurnCost(read=read, written=written, uncached=uncached, billed=billed)
+    return cost, PromptCache(entries=tuple(live.items()))
+
+
+@dataclass(frozen=True, slots=True)
+class _Request:
+    """The request as blocks: each one's cumulative tokens and prefix digest, and the
+    index of the block each cache point follows (-1: none precedes it)."""
+
+    cumulative: tuple[int, ...]
+    digests: tuple[bytes, ...]
+    points: tuple[int, ...]
+
+    @classmethod
+    def of(
+        cls,
+        system: Sequence[Mapping[str, Any]],
+        messages: Sequence[Mapping[str, Any]],
+        rules: CacheRules,
+    ) -> _Request:
+        cumulative: list[int] = []
+        digests: list[bytes] = []
+        points: list[int] = []
+
+        def add(key: bytes, tokens: int) -> None:
+            previous = digests[-1] if digests else b""
+            digests.append(hashlib.blake2b(previous + key, digest_size=16).digest())
+            cumulative.append((cumulative[-1] if cumulative else 0) + tokens)
+
+        if rules.system_prompt_tokens > 0:
+            add(b"model-system\0%d" % rules.system_prompt_tokens, rules.system_prompt_tokens)
+            if rules.system_prompt_cache_point:
+                points.append(0)
+        sections = [(b"system", system)] + [
+            (message["role"].encode(), message["content"]) for message in messages
+        ]
+        for label, blocks in sections:
+            first = b"\0first\0"
+            for block in blocks:
+                if "cachePoint" in block:
+                    points.append(len(digests) - 1)
+                    continue
+                text: str = block["text"]
+                add(label + first + text.encode(), estimate_tokens(text))
+                first = b"\0next\0"
+        return cls(tuple(cumulative), tuple(digests), tuple(points))
+
+    def tokens_through(self, index: int) -> int:
+        return self.cumulative[index] if index >= 0 else 0
+
+
+def _longest_hit(request: _Request, live: Mapping[bytes, float], lookback: int) -> int:
+    """Index of the last block of the longest cached prefix found from any point, or -1."""
+    found = -1
+    for point in request.points:
+        for index in range(point, max(point - lookback, 0) - 1, -1):
+            if request.digests[index] in live:
+                found = max(found, index)
+                break
+    return found
+
+
+def _cacheable(request: _Request, rules: CacheRules) -> list[int]:
+    """The points whose prefix reaches the minimum (per point, when the rules say so)."""
+    cacheable: list[int] = []
+    previous = 0
+    for point in sorted(set(request.points)):
+        tokens = request.tokens_through(point)
+        needed = previous + rules.min_prefix_tokens if rules.min_tokens_per_point else 0
+        if tokens >= max(rules.min_prefix_tokens, needed):
+            cacheable.append(point)
+            previous = tokens
+    return cacheable
