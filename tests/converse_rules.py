@@ -7,7 +7,8 @@ Two layers, as the service has them:
   one member per union block such as ``{"text": …}`` or ``{"cachePoint": …}``);
 - :func:`service_rule_errors` states the rules only the service enforces, each beside the
   ValidationException text it answers to (as users of LangChain, Semantic Kernel, Dify,
-  LiteLLM and Portkey have reported them against the live service).
+  LiteLLM and Portkey have reported them against the live service), cache points
+  included (:func:`cache_point_errors`: at most 4, none first in a message).
 
 "Blank" is Python's Unicode whitespace, a superset of the Java whitespace the service
 trims, so this checker is at least as strict as the service.
@@ -78,6 +79,34 @@ def service_rule_errors(converse: dict[str, Any]) -> list[str]:
     for k, block in enumerate(converse["system"]):
         if "text" in block and _blank(block["text"]):
             errors.append(f"The text field in the SystemContentBlock at system.{k} is blank.")
+    return errors + cache_point_errors(converse)
+
+
+#: Bedrock's limit of cache points in one request (system, messages and tools together).
+MAX_CACHE_POINTS = 4
+
+
+def cache_point_errors(converse: dict[str, Any]) -> list[str]:
+    """The cache-point rules: at most 4 in a request, none first in a message, the
+    ``default`` type (the only one botocore's model names; it does not check enums)."""
+    errors: list[str] = []
+    points = [block for block in converse["system"] if "cachePoint" in block]
+    for i, message in enumerate(converse["messages"]):
+        for j, block in enumerate(message["content"]):
+            if "cachePoint" not in block:
+                continue
+            points.append(block)
+            # A cache point marks the end of the content before it: a message that opens
+            # on one has none of its own before it (the contract forbids it outright).
+            if j == 0:
+                errors.append(f"The cachePoint at messages.{i}.content.0 opens its message.")
+    # "A maximum of 4 blocks with cache_control may be provided." (Anthropic's wording;
+    # Bedrock refuses the request with a ValidationException.)
+    if len(points) > MAX_CACHE_POINTS:
+        errors.append(f"A request holds {len(points)} cache points; at most 4 are allowed.")
+    for point in points:
+        if point["cachePoint"].get("type") != "default":
+            errors.append("A cachePoint's type must be default.")
     return errors
 
 
