@@ -54,6 +54,8 @@ from worker.memory import (
     trim_message,
 )
 from worker.memory.cache_aligned import (
+    DEFAULT_HEADROOM_MESSAGES,
+    DEFAULT_HEADROOM_TOKENS,
     AlignedWindow,
     AnchorHeadroom,
     WindowAnchor,
@@ -296,8 +298,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--conversations", type=int, default=200)
     parser.add_argument("--seed", type=int, default=11)
-    parser.add_argument("--headroom-tokens", type=int, default=1000)
-    parser.add_argument("--headroom-messages", type=int, default=6)
+    parser.add_argument("--headroom-tokens", type=int, default=DEFAULT_HEADROOM_TOKENS)
+    parser.add_argument("--headroom-messages", type=int, default=DEFAULT_HEADROOM_MESSAGES)
     parser.add_argument("--system-prompt", type=int, default=0, help="model stage's tokens")
     parser.add_argument(
         "--system-prompt-point", action="store_true", help="model stage's own cache point"

@@ -45,10 +45,21 @@ AnchorOutcome = Literal["kept", "reanchored", "fallback"]
 ReanchorReason = Literal["first_turn", "fold_moved", "overflow", "invalid"]
 
 
+#: The headroom's defaults (``HISTORY_WINDOW_ANCHOR_HEADROOM_TOKENS`` / ``_MESSAGES``):
+#: a quarter of the default budget and three exchanges. On the benchmark workload
+#: (``bench/cache_sim.py``) they bill 48% of the sliding window's input and see 85% of
+#: its history tokens, against the goals of at most 55% and at least 80%. Absolute, not
+#: a share of the budget: the headroom is how many turns of growth the window has before
+#: it overflows, and a turn's growth does not scale with the budget.
+DEFAULT_HEADROOM_TOKENS = 1000
+DEFAULT_HEADROOM_MESSAGES = 6
+
+
 @dataclass(frozen=True, slots=True)
 class AnchorHeadroom:
     """Room left below the budget when the window re-anchors: what it may grow by, in
-    tokens and in messages, before it overflows and must move again."""
+    tokens and in messages, before it overflows and must move again. A headroom as large
+    as the budget is legal but useless: the window then always anchors at ``S_must``."""
 
     tokens: int
     messages: int
@@ -98,7 +109,13 @@ def cache_aligned_window(
     anchor: WindowAnchor | None,
     headroom: AnchorHeadroom,
 ) -> AlignedWindow:
-    """Choose the window for this turn: keep ``anchor``, re-anchor, or fall back."""
+    """Choose the window for this turn: keep ``anchor``, re-anchor, or fall back.
+
+    ``anchor`` is the one stored after the last turn (None on a conversation's first
+    turn in this mode). A fallback's window is :func:`bound_history`'s, so when it says
+    ``floor_needs_older`` the caller reads further back and calls again, as it would
+    for the sliding window.
+    """
     folded = max(folded_through, 0)
     reader = _Reader(newest_first, limits)
     floor = _floor_start(reader)
