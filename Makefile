@@ -21,6 +21,7 @@ lint: install
 	$(BIN)/ruff check worker tests bench
 	$(BIN)/ruff format --check worker tests bench
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 	$(BIN)/cfn-lint infra/cloudformation/*.yaml
 
 test: lint

@@ -5,7 +5,7 @@ begin for each → Query for each → SendMessageBatch of the precomputed prompt
 one BatchWriteItem of the ledger's done records → (a compaction claim UpdateItem and
 SendMessage for a conversation whose fold is due, once) → DeleteMessageBatch. The requests are the
 stage's own (same expressions, same attributes, same client configuration from
-``worker.runtime.aws_clients``); the answers are parsed by botocore and ignored. What is
+``worker.cli.runtime.aws_clients``); the answers are parsed by botocore and ignored. What is
 left out is the stage itself: command validation, the window, payload encoding, the
 consumer's bookkeeping and logging. ``lanes × batch`` commands are in flight at most,
 as many as the worker's ``WORKER_CONCURRENCY``.
@@ -26,7 +26,7 @@ from typing import Any
 
 from bench.callcount import CallCounter, install_snapshot_handler
 from worker.adapters.dynamodb import history_page_query
-from worker.runtime import aws_clients
+from worker.cli.runtime import aws_clients
 from worker.settings import load_settings
 
 

@@ -25,9 +25,9 @@ from typing import Any
 
 from bench.window_bench import LENGTHS, make_history
 from bench.workload import make_commands, mixed_conversations
-from worker.commands import encode_body, parse_command, prompt_payload
+from worker.delivery.pointers import message_size
 from worker.memory import HistoryMessage, Window, WindowLimits, bound_history, render_converse
-from worker.payloads import message_size
+from worker.turn.commands import encode_body, parse_command, prompt_payload
 
 #: The contract's defaults.
 LIMITS = WindowLimits(max_tokens=4000, max_messages=25, floor_messages=10, message_max_tokens=1000)

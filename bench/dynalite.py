@@ -34,7 +34,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from worker.bootstrap import history_table_definition
+from worker.cli.bootstrap import history_table_definition
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DIR = REPO_ROOT / ".bench" / "dynalite"

@@ -18,8 +18,8 @@ from moto.server import ThreadedMotoServer
 
 from bench.dynalite import running_dynalite
 from bench.servers import LocalDynamoDB
-from worker.bootstrap import Resources, create_resources
-from worker.runtime import Clients, aws_clients, run_worker
+from worker.cli.bootstrap import Resources, create_resources
+from worker.cli.runtime import Clients, aws_clients, run_worker
 from worker.settings import Settings
 
 CREDENTIALS = {

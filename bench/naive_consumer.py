@@ -23,10 +23,10 @@ from botocore.config import Config
 
 from bench.callcount import CallCounter, install_snapshot_handler
 from worker.adapters.dynamodb import history_page_query
-from worker.commands import encode_body, parse_command, prompt_payload
 from worker.errors import RejectedCommand
 from worker.memory import FoldState, HistoryMessage, bound_history, render_converse
 from worker.settings import load_settings
+from worker.turn.commands import encode_body, parse_command, prompt_payload
 
 
 def load_page(

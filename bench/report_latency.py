@@ -408,8 +408,8 @@ def before_after(doc: dict[str, Any]) -> list[str]:
             )
         lines.append("")
     lines += [
-        "What issue 14 changed (`worker/done_marks.py`, `worker/cohorts.py`, "
-        "`worker/batching.py`; the contract and the reliability tests unchanged):",
+        "What issue 14 changed (`worker/delivery/done_marks.py`, `worker/consumer/cohorts.py`, "
+        "`worker/delivery/batching.py`; the contract and the reliability tests unchanged):",
         "",
         "- **Done marks leave together.** The claim stays one conditional `UpdateItem` per "
         "command (it must be answered before the send); the done mark after the send is a "

@@ -74,7 +74,7 @@ from bench.workload import (
     seed,
     state_item,
 )
-from worker.runtime import aws_clients
+from worker.cli.runtime import aws_clients
 from worker.settings import Settings
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

@@ -25,8 +25,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from bench.servers import Servers, local_servers
-from worker.bootstrap import Resources, create_resources
-from worker.runtime import aws_clients
+from worker.cli.bootstrap import Resources, create_resources
+from worker.cli.runtime import aws_clients
 
 WORKER = [sys.executable, "-m", "worker.cli", "run"]
 

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.dynalite import free_port, start_dynalite, stop
-from worker.bootstrap import history_table_definition
+from worker.cli.bootstrap import history_table_definition
 
 HOST = "127.0.0.1"
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -201,7 +201,7 @@ async def create_table(dynamodb: Any, name: str) -> None:
 async def create_bench_resources(clients: Any, prefix: str, table: str) -> dict[str, str]:
     """The contract's queues and bucket under ``prefix`` (``worker bootstrap``'s own code),
     pointed at the history table ``table``, which is created if it is not there yet."""
-    from worker.bootstrap import Resources, create_resources
+    from worker.cli.bootstrap import Resources, create_resources
 
     resources = Resources(prefix=prefix)
     if table not in (await clients.dynamodb.list_tables())["TableNames"]:

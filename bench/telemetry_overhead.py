@@ -317,7 +317,7 @@ def markdown(result: dict[str, Any], full_load_cpu_ms: float | None = None) -> l
 async def _standalone(quick: bool) -> dict[str, Any]:
     workdir = REPO_ROOT / ".bench" / "telemetry"
     workdir.mkdir(parents=True, exist_ok=True)
-    from worker.runtime import aws_clients
+    from worker.cli.runtime import aws_clients
 
     with local_servers() as servers:
         os.environ.update(servers.environ())

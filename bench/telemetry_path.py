@@ -23,14 +23,20 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, Spa
 from structlog.contextvars import bound_contextvars
 
 from worker import telemetry as hooks
-from worker.commands import ConverseCommand
+from worker.delivery.outcomes import Done
 from worker.memory import HistoryMessage, bound_history, render_converse
-from worker.metrics import NO_METRICS, QUEUE_DIMENSION, SERVICE_DIMENSION, EmfFlusher, MetricsBook
-from worker.outcomes import Done
 from worker.ports import ReceivedMessage
 from worker.settings import Settings
-from worker.telemetry import Telemetry
-from worker.tracing import get_tracer, outbound_trace_header
+from worker.telemetry.metrics import (
+    NO_METRICS,
+    QUEUE_DIMENSION,
+    SERVICE_DIMENSION,
+    EmfFlusher,
+    MetricsBook,
+)
+from worker.telemetry.tracing import get_tracer, outbound_trace_header
+from worker.telemetry.turn import Telemetry
+from worker.turn.commands import ConverseCommand
 
 HEADER = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
 

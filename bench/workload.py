@@ -25,7 +25,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from worker.adapters.dynamodb import STATE_KEY, message_key
-from worker.commands import encode_body, parse_command, prompt_payload
 from worker.memory import (
     FoldLimits,
     FoldState,
@@ -36,6 +35,7 @@ from worker.memory import (
 )
 from worker.memory.fold import plan_compaction
 from worker.settings import Settings
+from worker.turn.commands import encode_body, parse_command, prompt_payload
 
 _CLAUSES = (
     "the Buyer shall Seller may terminate this Agreement upon written notice to other party "

@@ -18,7 +18,7 @@ from tests.infra.cfn_yaml import (
 )
 from tests.infra.stopping import kill_after_seconds
 from worker import metrics
-from worker.bootstrap import (
+from worker.cli.bootstrap import (
     CONVERSE_VISIBILITY_TIMEOUT,
     MAX_RECEIVE_COUNT,
     RETENTION_SECONDS,

@@ -14,7 +14,7 @@ import yaml
 
 from tests.infra.cfn_yaml import REPO_ROOT
 from tests.infra.stopping import kill_after_seconds
-from worker.bootstrap import Resources
+from worker.cli.bootstrap import Resources
 
 DOCKERFILE = REPO_ROOT / "Dockerfile"
 DOCKERIGNORE = REPO_ROOT / ".dockerignore"

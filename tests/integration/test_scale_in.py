@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.integration.conftest import Stack, body_of
-from worker.bootstrap import CONVERSE_VISIBILITY_TIMEOUT
+from worker.cli.bootstrap import CONVERSE_VISIBILITY_TIMEOUT
 
 pytestmark = pytest.mark.integration
 
