@@ -4,9 +4,9 @@ A worker idle on its long poll gets SIGTERM; once it has exited, a command is se
 second worker starts. If the first worker left its poll parked on the server, the server
 hands it the command, and the command stays invisible for a whole visibility timeout::
 
-    .venv/bin/python -m bench.scale_in              # RECEIVE_WAIT_SECONDS=20, as deployed
-    .venv/bin/python -m bench.scale_in --wait 5
-    .venv/bin/python -m bench.scale_in --during     # sent while the first worker stops
+    .venv/bin/python -m bench.parts.scale_in              # RECEIVE_WAIT_SECONDS=20, as deployed
+    .venv/bin/python -m bench.parts.scale_in --wait 5
+    .venv/bin/python -m bench.parts.scale_in --during     # sent while the first worker stops
 
 It starts its own moto server on 127.0.0.1 (which parks long polls as SQS does) and prints
 one JSON line: the first worker's stop time, the command's wait, its receive count.
@@ -24,7 +24,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from bench.servers import Servers, local_servers
+from bench.servers.servers import Servers, local_servers
 from worker.cli.bootstrap import Resources, create_resources
 from worker.cli.runtime import aws_clients
 

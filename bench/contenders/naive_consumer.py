@@ -8,7 +8,7 @@ idempotency ledger (a claim and a share of a batched done mark a command), no le
 renewal, no dead-letter handling, no fold requests.
 
 Run as its own process with the worker's environment (``python -m
-bench.naive_consumer``); SIGTERM stops it after the message in hand, SIGUSR1 writes its
+bench.contenders.naive_consumer``); SIGTERM stops it after the message in hand, SIGUSR1 writes its
 counts to ``BENCH_STATS_PATH``.
 """
 
@@ -21,7 +21,7 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
-from bench.callcount import CallCounter, install_snapshot_handler
+from bench.contenders.callcount import CallCounter, install_snapshot_handler
 from worker.adapters.dynamodb import history_page_query
 from worker.errors import RejectedCommand
 from worker.memory import FoldState, HistoryMessage, bound_history, render_converse

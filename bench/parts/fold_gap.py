@@ -28,10 +28,10 @@ item first. ``tests/integration/test_fold_gap.py`` runs the same conversations t
 the real ``worker run`` process at lags 0-3 and checks it agrees with this model turn
 for turn. Run::
 
-    .venv/bin/python -m bench.fold_gap                # the table, lags 0-5
-    .venv/bin/python -m bench.fold_gap --write        # also into results.json and
+    .venv/bin/python -m bench.parts.fold_gap                # the table, lags 0-5
+    .venv/bin/python -m bench.parts.fold_gap --write        # also into results.json and
                                                       # docs/BENCHMARKS.md (part 6)
-    .venv/bin/python -m bench.fold_gap --seeds 20     # means over seeds, with the two
+    .venv/bin/python -m bench.parts.fold_gap --seeds 20     # means over seeds, with the two
                                                       # rules proposed in docs/FOLD.md
 
 ``make bench`` (:mod:`bench.run_all`) measures it too, with every other part.
@@ -314,7 +314,7 @@ def measure(
             for lag in lags
         }
     return {
-        "command": ".venv/bin/python -m bench.fold_gap --write",
+        "command": ".venv/bin/python -m bench.parts.fold_gap --write",
         "turns": turns,
         "seed": seed,
         "lags": list(lags),
@@ -394,7 +394,7 @@ def over_seeds(seeds: int, turns: int = TURNS, lags: Sequence[int] = REPORTED_LA
 
 def write_into_report(fold: dict[str, Any]) -> None:
     """Replace the fold-gap part of the last ``make bench`` results and re-render the doc."""
-    from bench import report
+    from bench.reports import report
 
     out_doc = REPO_ROOT / "docs" / "BENCHMARKS.md"
     out_dir = out_doc.parent / "benchmarks"

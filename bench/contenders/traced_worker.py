@@ -1,8 +1,8 @@
-"""The benchmark's worker (:mod:`bench.worker_process`) with an OpenTelemetry SDK in the
+"""The benchmark's worker (:mod:`bench.contenders.worker_process`) with an OpenTelemetry SDK in the
 process, as ``opentelemetry-instrument`` or the ADOT distro would install one: a
 TracerProvider with a BatchSpanProcessor. Spans go to an exporter that drops them, so what
 is measured is the worker making and processing its spans, not a collector's network.
-Run: ``python -m bench.traced_worker`` with the worker's environment.
+Run: ``python -m bench.contenders.traced_worker`` with the worker's environment.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def main() -> int:
     provider = TracerProvider()
     provider.add_span_processor(BatchSpanProcessor(DroppingExporter()))
     trace.set_tracer_provider(provider)
-    from bench import worker_process
+    from bench.contenders.contenders import worker_process
 
     try:
         return worker_process.main()

@@ -1,7 +1,7 @@
 """Micro-benchmark: the window's cost per call against history length.
 
 The window reads newest-first and stops once it is closed, so its cost should be
-flat in the length of the conversation. Run: ``.venv/bin/python -m bench.window_bench``
+flat in the length of the conversation. Run: ``.venv/bin/python -m bench.parts.window_bench``
 (``make bench`` compares it with LangChain's ``trim_messages`` instead).
 """
 

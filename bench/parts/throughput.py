@@ -4,10 +4,10 @@ Side by side on the same servers (moto for SQS, dynalite for DynamoDB), the same
 conversations and the same kind of commands:
 
 - the worker (``worker run``, one process, ``WORKER_CONCURRENCY`` commands at once);
-- the naive sequential consumer (:mod:`bench.naive_consumer`);
-- the pure API replay (:mod:`bench.api_replay`): the ceiling the servers allow;
+- the naive sequential consumer (:mod:`bench.contenders.naive_consumer`);
+- the pure API replay (:mod:`bench.contenders.api_replay`): the ceiling the servers allow;
 - with the injected latency, also two worker processes as one contender
-  (:class:`bench.contenders.Group`): scale-out on one stack.
+  (:class:`bench.contenders.contenders.Group`): scale-out on one stack.
 
 For each: warm up, then feed ``count`` commands closed-loop (never more than ``window``
 between the converse queue and the model queue, so moto's queues stay shallow), time
@@ -25,10 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import contenders
-from bench.procstats import cpu_seconds
-from bench.traffic import Drain, feed_closed_loop
-from bench.workload import Command, Conversation, expected_payload, fold_through
+from bench.contenders import contenders
+from bench.load.traffic import Drain, feed_closed_loop
+from bench.load.workload import Command, Conversation, expected_payload, fold_through
+from bench.servers.procstats import cpu_seconds
 
 Say = Callable[[str], None]
 
@@ -37,7 +37,7 @@ Say = Callable[[str], None]
 class ServerPids:
     moto_pid: int | None
     dynalite_pid: int | None
-    proxy_pid: int | None = None  # the latency proxy (bench.netdelay), when in use
+    proxy_pid: int | None = None  # the latency proxy (bench.servers.netdelay), when in use
 
 
 async def measure(

@@ -25,9 +25,9 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from bench.callcount import CallCounter
-from bench.traffic import Drain
-from bench.workload import (
+from bench.contenders.callcount import CallCounter
+from bench.load.traffic import Drain
+from bench.load.workload import (
     Command,
     Conversation,
     TextSource,

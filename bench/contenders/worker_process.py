@@ -3,14 +3,14 @@
 It is ``worker.cli.main(["run"])`` itself (same settings from the environment, same
 logging, same event loop choice, same signals) with two additions:
 
-- every aioboto3 client the worker opens gets a :class:`bench.callcount.CallCounter`;
+- every aioboto3 client the worker opens gets a :class:`bench.contenders.callcount.CallCounter`;
 - SIGUSR1 writes a snapshot (calls, CPU seconds, peak RSS) to ``BENCH_STATS_PATH``,
   and one more is written when the worker exits.
 
 ``BENCH_CONSUMED_CAPACITY=1`` asks DynamoDB to return the capacity each Query and
 UpdateItem consumed. ``BENCH_WORKER_PATH`` runs another copy of the ``worker`` package
 (the "before" tree of the optimisation table) under the same instrumentation.
-Run: ``python -m bench.worker_process`` with the worker's environment.
+Run: ``python -m bench.contenders.worker_process`` with the worker's environment.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
-from bench.callcount import CallCounter, install_snapshot_handler
+from bench.contenders.callcount import CallCounter, install_snapshot_handler
 
 
 def main() -> int:

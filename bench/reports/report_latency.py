@@ -217,7 +217,7 @@ def _scale_out(doc: dict[str, Any]) -> list[str]:
 def _injection(doc: dict[str, Any]) -> list[str]:
     t = doc["throughput_delayed"]["round_trips"]
     return [
-        "**The injected latency** (`bench/netdelay.py`). An asyncio TCP proxy, in its own "
+        "**The injected latency** (`bench/servers/netdelay.py`). An asyncio TCP proxy, in its own "
         "process on 127.0.0.1, in front of moto and of dynalite. It adds the round trip per "
         "request/response exchange, half before passing a request on and half before "
         "passing its response back, so a payload also reaches the queue half a round trip "
@@ -245,8 +245,8 @@ def _injection(doc: dict[str, Any]) -> list[str]:
         "issue 14 gives, on purpose: a shorter round trip favours the sequential consumer, "
         "so the ratio to it is not flattered by the choice.",
         "- S3 shares the SQS route (one moto server); no S3 call is on the measured path.",
-        "- To measure other round trips: `RoundTrips` in `bench/servers.py`; "
-        "`python -m bench.netdelay --route URL=MS` runs the proxy alone.",
+        "- To measure other round trips: `RoundTrips` in `bench/servers/servers.py`; "
+        "`python -m bench.servers.netdelay --route URL=MS` runs the proxy alone.",
     ]
 
 

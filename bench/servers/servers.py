@@ -2,7 +2,7 @@
 
 - moto (``moto_server``) for SQS and S3: its own process, so its CPU is not charged to
   the benchmark driver and its GIL does not throttle the driver's event loop;
-- dynalite for DynamoDB (:mod:`bench.dynalite`): moto's Query scans the whole table, so
+- dynalite for DynamoDB (:mod:`bench.servers.dynalite`): moto's Query scans the whole table, so
   every part that measures the worker points DynamoDB at dynalite through
   ``AWS_ENDPOINT_URL_DYNAMODB``.
 
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.dynalite import free_port, start_dynalite, stop
+from bench.servers.dynalite import free_port, start_dynalite, stop
 from worker.cli.bootstrap import history_table_definition
 
 HOST = "127.0.0.1"
@@ -99,7 +99,7 @@ def running_moto(timeout: float = 30.0) -> Iterator[tuple[str, int]]:
     """``moto_server`` on 127.0.0.1 on a free port, its request log discarded."""
     port = free_port(HOST)
     process = subprocess.Popen(
-        [sys.executable, "-m", "bench.moto_server", "-H", HOST, "-p", str(port)],
+        [sys.executable, "-m", "bench.servers.moto_server", "-H", HOST, "-p", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         cwd=REPO_ROOT,
@@ -141,13 +141,13 @@ def local_servers(*, dynalite: bool = True) -> Iterator[Servers]:
 
 @contextlib.contextmanager
 def delayed(servers: Servers, round_trips: RoundTrips) -> Iterator[Servers]:
-    """The same servers behind :mod:`bench.netdelay` (its own process): moto (SQS, S3) a
+    """The same servers behind :mod:`bench.servers.netdelay` (its own process): moto (SQS, S3) a
     ``sqs_ms`` round trip away, DynamoDB a ``dynamodb_ms`` one."""
     routes = [f"{servers.moto}={round_trips.sqs_ms:g}"]
     if servers.dynamodb != servers.moto:
         routes.append(f"{servers.dynamodb}={round_trips.dynamodb_ms:g}")
     process = subprocess.Popen(
-        [sys.executable, "-m", "bench.netdelay", *(f"--route={r}" for r in routes)],
+        [sys.executable, "-m", "bench.servers.netdelay", *(f"--route={r}" for r in routes)],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         cwd=REPO_ROOT,
@@ -156,7 +156,7 @@ def delayed(servers: Servers, round_trips: RoundTrips) -> Iterator[Servers]:
         assert process.stdout is not None
         line = process.stdout.readline()
         if not line:
-            raise RuntimeError(f"bench.netdelay exited with code {process.wait()} at start")
+            raise RuntimeError(f"bench.servers.netdelay exited with code {process.wait()} at start")
         endpoints = json.loads(line)["endpoints"]
         yield Servers(
             moto=endpoints[servers.moto],

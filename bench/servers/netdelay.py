@@ -18,7 +18,7 @@ first ones.
 
 Run as its own process, so its CPU is measured apart from everything else::
 
-    python -m bench.netdelay --route http://127.0.0.1:5000=12 --route http://127.0.0.1:8000=5
+    python -m bench.servers.netdelay --route http://127.0.0.1:5000=12 --route http://127.0.0.1:8000=5
 
 prints one JSON line ``{"endpoints": {"<target>": "<proxy url>", ...}}`` once it listens,
 and serves until SIGTERM. uvloop is used when it is installed (less CPU per exchange).

@@ -24,7 +24,7 @@ import sys
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from bench.callcount import CallCounter, install_snapshot_handler
+from bench.contenders.callcount import CallCounter, install_snapshot_handler
 from worker.adapters.dynamodb import history_page_query
 from worker.cli.runtime import aws_clients
 from worker.settings import load_settings

@@ -15,16 +15,17 @@ is not:
      container's default (EMF aggregation, the trace continued and sent on with the prompt
      and fold request, ``trace_id`` on every log line of the turn);
    - ``on, SDK``: the same with an OpenTelemetry SDK in the process
-     (:mod:`bench.traced_worker`: a span per turn, made and batched, then dropped).
+     (:mod:`bench.contenders.traced_worker`: a span per turn, made and batched, then dropped).
 
-   moto drops ``MessageSystemAttributes`` from SendMessageBatch entries; ``bench.moto_server``
-   keeps them, as SQS does, so the worker's batched prompts carry their header as in AWS.
+   moto drops ``MessageSystemAttributes`` from SendMessageBatch entries;
+   ``bench.servers.moto_server`` keeps them, as SQS does, so the worker's batched prompts
+   carry their header as in AWS.
 
 2. **The telemetry path alone**, in this process: a turn's hooks exactly as the consumer
    and the stage call them (receive, span, header, window counts, outcome), with an EMF
    flush every 1,000 turns, timed per turn (best of several runs) for each configuration.
 
-Standalone: ``.venv/bin/python -m bench.telemetry_overhead [--quick]`` (its own servers).
+Standalone: ``.venv/bin/python -m bench.parts.telemetry_overhead [--quick]`` (its own servers).
 """
 
 from __future__ import annotations
@@ -40,10 +41,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from bench import contenders
-from bench.servers import Servers, create_bench_resources, local_servers
-from bench.traffic import Drain, feed_closed_loop
-from bench.workload import Command, Conversation, make_commands, mixed_conversations, seed
+from bench.contenders import contenders
+from bench.load.traffic import Drain, feed_closed_loop
+from bench.load.workload import Command, Conversation, make_commands, mixed_conversations, seed
+from bench.servers.servers import Servers, create_bench_resources, local_servers
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TARGET = 0.05
@@ -56,7 +57,7 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "on": {"label": "METRICS=emf, trace headers, no SDK", "env": {"METRICS": "emf"},
            "headers": True},
     "sdk": {"label": "METRICS=emf, trace headers, OpenTelemetry SDK", "env": {"METRICS": "emf"},
-            "headers": True, "module": "bench.traced_worker"},
+            "headers": True, "module": "bench.contenders.traced_worker"},
 }  # fmt: skip
 
 
@@ -159,7 +160,7 @@ async def measure(
                 **env, **config["env"], RECEIVE_WAIT_SECONDS="20",
                 HEALTH_FILE=str(workdir / f"{tag}.health"),
             )  # fmt: skip
-            module = config.get("module", "bench.worker_process")
+            module = config.get("module", "bench.contenders.worker_process")
             contender = contenders.Contender(
                 tag,
                 [sys.executable, "-m", module],
@@ -227,7 +228,7 @@ def summarise(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
 
 def path_cost(turns: int = 5_000, repeats: int = 5) -> dict[str, float]:
     """µs of CPU per turn of the telemetry path in each configuration, and with none of it."""
-    from bench.telemetry_path import time_path
+    from bench.parts.telemetry_path import time_path
 
     return {name: time_path(name, turns=turns, repeats=repeats) for name in ("none", *CONFIGS)}
 
@@ -287,7 +288,8 @@ def markdown(result: dict[str, Any], full_load_cpu_ms: float | None = None) -> l
     where = "at full load (part 3's worker)" if full_load_cpu_ms else f"at {figures['rate']:g}/s"
     lines += [
         "",
-        "**The telemetry path alone** (`bench/telemetry_path.py`: a turn's hooks as the consumer "
+        "**The telemetry path alone** (`bench/parts/telemetry_path.py`: a turn's hooks as the "
+        "consumer "
         "and the stage call them, an EMF flush every 1,000 turns; CPU time per turn, best of 5 "
         f"runs of 5,000), and what it adds to a command's CPU {where} ({base:.2f} ms):",
         "",
@@ -308,7 +310,7 @@ def markdown(result: dict[str, Any], full_load_cpu_ms: float | None = None) -> l
         "for all its sends; `trace_id` bound to the turn's log lines. `on, SDK` makes real "
         "spans (attributes set, batched; exporting them, a collector's work, is not measured). "
         "On two shared cores the end-to-end figures move by several percent from run to run; "
-        "the path's do not. Reproduce alone: `.venv/bin/python -m bench.telemetry_overhead` "
+        "the path's do not. Reproduce alone: `.venv/bin/python -m bench.parts.telemetry_overhead` "
         "(`--quick`: one round of 240).",
     ]
     return lines

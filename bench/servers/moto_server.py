@@ -1,6 +1,6 @@
 """``moto_server`` with werkzeug's per-request log switched off (it costs moto CPU on
 every call and nobody reads it), and SendMessageBatch entries keeping their trace header
-as SQS's do. Run: ``python -m bench.moto_server -H 127.0.0.1 -p PORT``.
+as SQS's do. Run: ``python -m bench.servers.moto_server -H 127.0.0.1 -p PORT``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Payload throughput: prompts per second for 100 KB (inline) and 1 MB (S3) current
 messages, through one worker against a moto server. Run: ``.venv/bin/python -m
-bench.payload_bench`` (on its own: ``make bench`` does not run it)."""
+bench.parts.payload_bench`` (on its own: ``make bench`` does not run it)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import asyncio
 import json
 import time
 
-from bench.harness import bootstrap, clients, local_aws, settings_for, worker_running
+from bench.servers.harness import bootstrap, clients, local_aws, settings_for, worker_running
 from worker.cli.bootstrap import Resources
 
 SIZES = {"100 KB (inline)": 100_000, "1 MB (via S3)": 1_000_000}

@@ -13,7 +13,7 @@ can stay on moto through ``AWS_ENDPOINT_URL``.
 
 Smoke check (install, start, create a table, put and query an item, stop)::
 
-    .venv/bin/python -m bench.dynalite
+    .venv/bin/python -m bench.servers.dynalite
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """The processes under measurement: each one its own OS process, started, sampled, stopped.
 
-- ``worker``: the real worker (``python -m bench.worker_process``: ``worker run`` with its
-  calls counted);
-- ``naive``: :mod:`bench.naive_consumer`;
-- ``replay``: :mod:`bench.api_replay`.
+- ``worker``: the real worker (``python -m bench.contenders.worker_process``: ``worker run``
+  with its calls counted);
+- ``naive``: :mod:`bench.contenders.naive_consumer`;
+- ``replay``: :mod:`bench.contenders.api_replay`.
 
 Each writes a stats snapshot (calls, CPU, peak RSS) to its own file on SIGUSR1 and on
 exit; :meth:`Contender.snapshot` asks for one and waits for it.
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.procstats import sample
+from bench.servers.procstats import sample
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -125,7 +125,7 @@ def python() -> str:
 def worker(env: dict[str, str], workdir: Path, name: str = "worker", **extra: str) -> Contender:
     return Contender(
         name,
-        [python(), "-m", "bench.worker_process"],
+        [python(), "-m", "bench.contenders.worker_process"],
         {**env, **extra},
         workdir / f"{name}.stats.json",
         workdir / f"{name}.log",
@@ -135,7 +135,7 @@ def worker(env: dict[str, str], workdir: Path, name: str = "worker", **extra: st
 def naive(env: dict[str, str], workdir: Path, name: str = "naive") -> Contender:
     return Contender(
         name,
-        [python(), "-m", "bench.naive_consumer"],
+        [python(), "-m", "bench.contenders.naive_consumer"],
         env,
         workdir / f"{name}.stats.json",
         workdir / f"{name}.log",
@@ -156,7 +156,7 @@ def replay(
         [
             python(),
             "-m",
-            "bench.api_replay",
+            "bench.contenders.api_replay",
             "--payloads",
             str(payloads),
             "--lanes",

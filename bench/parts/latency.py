@@ -12,9 +12,9 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from bench import contenders
-from bench.traffic import Drain, feed_at_rate, feed_closed_loop
-from bench.workload import Command
+from bench.contenders import contenders
+from bench.load.traffic import Drain, feed_at_rate, feed_closed_loop
+from bench.load.workload import Command
 
 Say = Callable[[str], None]
 

@@ -16,8 +16,8 @@ from typing import Any
 import structlog
 from moto.server import ThreadedMotoServer
 
-from bench.dynalite import running_dynalite
-from bench.servers import LocalDynamoDB
+from bench.servers.dynalite import running_dynalite
+from bench.servers.servers import LocalDynamoDB
 from worker.cli.bootstrap import Resources, create_resources
 from worker.cli.runtime import Clients, aws_clients, run_worker
 from worker.settings import Settings

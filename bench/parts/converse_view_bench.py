@@ -10,7 +10,7 @@ payload's size with and without the ``converse`` view.
   encoded as the worker sends it, against the same payload without ``converse`` and
   ``window.left_out`` (the payload before the view existed).
 
-Run: ``.venv/bin/python -m bench.converse_view_bench`` (``make bench`` runs it as part 1b).
+Run: ``.venv/bin/python -m bench.parts.converse_view_bench`` (``make bench`` runs it as part 1b).
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.window_bench import LENGTHS, make_history
-from bench.workload import make_commands, mixed_conversations
+from bench.load.workload import make_commands, mixed_conversations
+from bench.parts.window_bench import LENGTHS, make_history
 from worker.delivery.pointers import message_size
 from worker.memory import HistoryMessage, Window, WindowLimits, bound_history, render_converse
 from worker.turn.commands import encode_body, parse_command, prompt_payload

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from bench import report_latency
+from bench.reports import report_latency
 
 #: How the report names the contenders of part 3.
 NAMES = {
@@ -109,7 +109,7 @@ def targets(doc: dict[str, Any]) -> list[tuple[str, str, bool]]:
 
 
 def telemetry_target(doc: dict[str, Any]) -> tuple[str, str, bool]:
-    from bench.telemetry_overhead import target_line
+    from bench.parts.telemetry_overhead import target_line
 
     return target_line(doc["telemetry"], _full_load_cpu_ms(doc))
 
@@ -334,7 +334,7 @@ def _part1b(doc: dict[str, Any]) -> list[str]:
         "on the window just built, with a fold summary) over the same histories; the last row "
         "is the benchmark workload's 200 legal-matter pages, the page the worker's Query "
         "returns. Medians over batches of calls, in one process, interleaved. "
-        "Reproduce alone: `.venv/bin/python -m bench.converse_view_bench`.",
+        "Reproduce alone: `.venv/bin/python -m bench.parts.converse_view_bench`.",
         "",
         "| history | window µs/call | renderer µs/call | renderer / window |",
         "| --- | ---: | ---: | ---: |",
@@ -641,7 +641,7 @@ def _telemetry(doc: dict[str, Any]) -> list[str]:
     """Part 7 (issue 13): metrics and tracing on vs off."""
     if "telemetry" not in doc:
         return []
-    from bench.telemetry_overhead import markdown as telemetry_markdown
+    from bench.parts.telemetry_overhead import markdown as telemetry_markdown
 
     return telemetry_markdown(doc["telemetry"], _full_load_cpu_ms(doc))
 
@@ -651,7 +651,7 @@ def _fold_gap(doc: dict[str, Any]) -> list[str]:
     fold = doc.get("fold_gap")
     if not fold:
         return []
-    from bench.fold_gap import REPORTED_LAGS, table
+    from bench.parts.fold_gap import REPORTED_LAGS, table
 
     runs = fold["profiles"]
 
@@ -690,7 +690,7 @@ def _fold_gap(doc: dict[str, Any]) -> list[str]:
         "the history as the stage reads it. `make test` runs the same conversations through "
         "the real `worker run` process at lags 0-3 and requires it to agree turn for turn "
         "(`tests/integration/test_fold_gap.py`); the single-request rule, kept in "
-        "`bench/fold_gap.py` only for this comparison, agreed turn for turn with the worker "
+        "`bench/parts/fold_gap.py` only for this comparison, agreed turn for turn with the worker "
         "as it was before issue 12 (commit `4e08365`) run the same way.",
         "",
         "Gap in message-turns (unfolded messages outside the window, summed over the turns; "
@@ -795,6 +795,7 @@ def _notes(doc: dict[str, Any]) -> list[str]:
         "so the feed keeps queues shallow; a deeper feed window lowers every contender's "
         "throughput. dynalite has no TTL: the ledger's expiry attribute is written but never "
         "acted on, which changes nothing measured here.",
-        "- **Not measured here**: S3-offloaded payloads (`bench/payload_bench.py`), FIFO model "
+        "- **Not measured here**: S3-offloaded payloads (`bench/parts/payload_bench.py`), "
+        "FIFO model "
         "queues, the cost of a fold (another stage), throttling and retries under faults.",
     ]

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.workload import Command
+from bench.load.workload import Command
 
 
 @dataclass(frozen=True, slots=True)
