@@ -55,8 +55,10 @@ def locked_requirements(text: str) -> list[LockedRequirement]:
     for entry in entries:
         requirement_text = entry.split(" --", 1)[0].strip()
         requirement = Requirement(requirement_text)
-        (specifier,) = requirement.specifier
-        assert specifier.operator == "==", f"not pinned with ==: {entry!r}"
+        specifiers = list(requirement.specifier)
+        if len(specifiers) != 1 or specifiers[0].operator != "==":
+            raise ValueError(f"not pinned with ==: {entry!r}")
+        (specifier,) = specifiers
         locked.append(
             LockedRequirement(
                 name=canonicalize_name(requirement.name),
@@ -100,7 +102,7 @@ def test_the_lock_parser_reads_continuations_hashes_and_pins() -> None:
         ("a" * 64, "b" * 64),
     )
     assert (second.name, second.hashes) == ("typing-extensions", ())
-    with pytest.raises(AssertionError, match="not pinned"):
+    with pytest.raises(ValueError, match="not pinned"):
         locked_requirements("structlog>=24.1 --hash=sha256:" + "c" * 64 + "\n")
 
 
