@@ -35,12 +35,16 @@ def main() -> int:
     if alternative:
         sys.path.insert(0, alternative)
     import worker.cli
-    import worker.cli.runtime
+
+    try:
+        import worker.cli.runtime as runtime
+    except ModuleNotFoundError:  # a tree from before the packages (``--before``)
+        import worker.runtime as runtime  # type: ignore[no-redef]
 
     counter = CallCounter(consumed_capacity=os.environ.get("BENCH_CONSUMED_CAPACITY") == "1")
     writer = install_snapshot_handler(counter)
-    original_clients = worker.cli.runtime.aws_clients
-    original_run = worker.cli.runtime.run_worker
+    original_clients = runtime.aws_clients
+    original_run = runtime.run_worker
 
     @contextlib.asynccontextmanager
     async def counted_clients(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
@@ -55,8 +59,8 @@ def main() -> int:
             writer.extra["event_loop"] = type(asyncio.get_running_loop()).__module__
         await original_run(settings, stopping)
 
-    worker.cli.runtime.aws_clients = counted_clients  # type: ignore[assignment]
-    worker.cli.runtime.run_worker = run_worker  # type: ignore[assignment]
+    runtime.aws_clients = counted_clients  # type: ignore[assignment]
+    runtime.run_worker = run_worker  # type: ignore[assignment]
     try:
         return worker.cli.main(["run"])
     finally:

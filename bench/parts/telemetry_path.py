@@ -22,11 +22,11 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 from structlog.contextvars import bound_contextvars
 
-from worker import telemetry as hooks
 from worker.delivery.outcomes import Done
 from worker.memory import HistoryMessage, bound_history, render_converse
 from worker.ports import ReceivedMessage
 from worker.settings import Settings
+from worker.telemetry import turn as hooks
 from worker.telemetry.metrics import (
     NO_METRICS,
     QUEUE_DIMENSION,
