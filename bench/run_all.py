@@ -7,24 +7,24 @@ One run, on this machine, every comparison reported as a ratio::
                                                  # and results.json
     .venv/bin/python -m bench.run_all --quick    # ~1.5 min smoke run; writes .bench/quick/
 
-1. the window vs LangChain's ``trim_messages`` (:mod:`bench.compare_trim_messages`);
-2. cost per turn vs conversation length, 10 to 100,000 messages (:mod:`bench.cost_per_turn`);
+1. the window vs LangChain's ``trim_messages`` (:mod:`bench.parts.compare_trim_messages`);
+2. cost per turn vs conversation length, 10 to 100,000 messages (:mod:`bench.parts.cost_per_turn`);
 3. throughput and AWS calls per command: the worker vs a naive sequential consumer vs a
    pure API replay, plus the worker before this round of optimisation and the worker on
-   uvloop (:mod:`bench.throughput`), each against the servers as they are and again with
-   a network round trip injected per request (:mod:`bench.netdelay`); with the latency,
+   uvloop (:mod:`bench.parts.throughput`), each against the servers as they are and again with
+   a network round trip injected per request (:mod:`bench.servers.netdelay`); with the latency,
    also two worker processes on one stack (scale-out);
 4. send-to-arrival latency at a fixed offered load, without and with the latency
-   (:mod:`bench.latency`);
+   (:mod:`bench.parts.latency`);
 5. a py-spy profile of the worker under load, without and with the latency
-   (:mod:`bench.profiling`);
+   (:mod:`bench.parts.profiling`);
 6. the fold gap: unfolded messages outside the window, pipelined fold requests against
-   one at a time, with a lagging compactor (:mod:`bench.fold_gap`; the worker's own rules
+   one at a time, with a lagging compactor (:mod:`bench.parts.fold_gap`; the worker's own rules
    as a model, no servers);
 7. what operating it costs: the worker's CPU per command with metrics and tracing on and
-   off, end to end and the telemetry path alone (:mod:`bench.telemetry_overhead`).
+   off, end to end and the telemetry path alone (:mod:`bench.parts.telemetry_overhead`).
 
-Then docs/SCALING.md, the capacity model, from the same figures (:mod:`bench.scaling`).
+Then docs/SCALING.md, the capacity model, from the same figures (:mod:`bench.reports.scaling`).
 
 It starts its own servers on 127.0.0.1: a moto server (SQS, S3) in its own process, and
 dynalite for DynamoDB (installed with npm on first use), pointed at by
@@ -61,11 +61,9 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from bench import contenders, cost_per_turn, latency, profiling, telemetry_overhead, throughput
-from bench.compare_trim_messages import cpu_model
-from bench.servers import RoundTrips, Servers, create_bench_resources, delayed, local_servers
-from bench.traffic import Drain
-from bench.workload import (
+from bench.contenders import contenders
+from bench.load.traffic import Drain
+from bench.load.workload import (
     Command,
     Conversation,
     make_commands,
@@ -74,7 +72,16 @@ from bench.workload import (
     seed,
     state_item,
 )
-from worker.runtime import aws_clients
+from bench.parts import cost_per_turn, latency, profiling, telemetry_overhead, throughput
+from bench.parts.compare_trim_messages import cpu_model
+from bench.servers.servers import (
+    RoundTrips,
+    Servers,
+    create_bench_resources,
+    delayed,
+    local_servers,
+)
+from worker.cli.runtime import aws_clients
 from worker.settings import Settings
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -486,7 +493,7 @@ async def part_profile(
 async def _feed_until_cancelled(
     sqs: Any, url: str, commands: Sequence[Command], drain: Drain
 ) -> None:
-    from bench.traffic import feed_closed_loop
+    from bench.load.traffic import feed_closed_loop
 
     await feed_closed_loop(sqs, url, commands, drain, window=CONCURRENCY + 10)
 
@@ -662,24 +669,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     mode = " --quick" if plan.quick else ""
     say(f"make bench{mode}: {os.cpu_count()} cores, Python {sys.version.split()[0]}")
     say("part 1: the window vs LangChain's trim_messages")
-    from bench import compare_trim_messages
+    from bench.parts import compare_trim_messages
 
     trim_args = ["--out-dir", str(out_dir)] + (["--quick"] if plan.quick else [])
     compare_trim_messages.main(trim_args)
     trim = json.loads((out_dir / "trim_messages.json").read_text(encoding="utf-8"))
     say("part 1b: the Converse view beside the window; payload size with and without it")
-    from bench import converse_view_bench
+    from bench.parts import converse_view_bench
 
     converse_view = converse_view_bench.run(quick=plan.quick)
     say("part 6: the fold gap, pipelined against single fold requests (a model, no servers)")
-    from bench import fold_gap
+    from bench.parts import fold_gap
 
     fold = fold_gap.measure()
 
     with servers_and_proxy(say) as fleets:
         results = asyncio.run(run_parts(fleets, plan, say))
 
-    from bench import report
+    from bench.reports import report
 
     document = {
         "load_average": {"start": load_at_start, "end": list(os.getloadavg())},
@@ -700,7 +707,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     report.plots(document, out_dir)
     out_doc.write_text(report.markdown(document, out_dir, out_doc), encoding="utf-8")
     say(f"wrote {out_doc.relative_to(REPO_ROOT)} and {out_dir.relative_to(REPO_ROOT)}/")
-    from bench import scaling
+    from bench.reports import scaling
 
     scaling_doc = out_doc.parent / "SCALING.md"
     results = (out_dir / "results.json").relative_to(REPO_ROOT)

@@ -8,10 +8,10 @@ from typing import Literal, Self
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from worker.delivery.policy import RECEIVE_RETURN_MARGIN_SECONDS, ConsumerPolicy
 from worker.errors import ConfigError
 from worker.memory import FoldLimits, WindowLimits
-from worker.policy import RECEIVE_RETURN_MARGIN_SECONDS, ConsumerPolicy
-from worker.probe import DEFAULT_HEALTH_FILE
+from worker.telemetry.probe import DEFAULT_HEALTH_FILE
 
 
 class Settings(BaseSettings):

@@ -22,7 +22,9 @@ from tests.infra.cfn_yaml import TEMPLATE_PATH, load_template, resolve_intrinsic
 REGION = "us-east-1"
 #: The stack name doubles as the resource prefix, as `worker bootstrap --prefix` does.
 DEFAULT_STACK_NAME = "mira"
-DEFAULT_IMAGE = "mira-converse-worker:test"
+#: An ECR image by version tag, as the ContainerImage parameter's pattern requires (moto's
+#: account); moto's ECS never pulls it.
+DEFAULT_IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/mira-converse-worker:0.1.0"
 
 #: moto's warning for a resource type its CloudFormation does not create.
 MOTO_SKIPPED_RESOURCE_WARNING = r"Tried to parse AWS::.* but it's not supported by moto"

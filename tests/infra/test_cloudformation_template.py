@@ -3,6 +3,7 @@ timing depend on pinned, read from the YAML as written (no AWS, no network)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +18,7 @@ from tests.infra.cfn_yaml import (
     reference_name,
 )
 from tests.infra.stopping import kill_after_seconds
-from worker import metrics
-from worker.bootstrap import (
+from worker.cli.bootstrap import (
     CONVERSE_VISIBILITY_TIMEOUT,
     MAX_RECEIVE_COUNT,
     RETENTION_SECONDS,
@@ -27,6 +27,8 @@ from worker.bootstrap import (
     dead_letter_name,
 )
 from worker.settings import Settings
+from worker.telemetry import metrics
+from worker.turn.payloads import KEY_PREFIX
 
 TEMPLATES = sorted(
     path for path in TEMPLATE_DIR.iterdir() if path.suffix in {".yaml", ".yml", ".json"}
@@ -58,7 +60,12 @@ TASK_ROLE_GRANTS: dict[str, set[str]] = {
         # The ledger's done marks, from concurrent turns together.
         "dynamodb:BatchWriteItem",
     },
-    "PayloadBucket.Arn/*": {"s3:GetObject", "s3:PutObject"},
+    # Inbound payloads, at any key: the Extended Client's default is a bare UUID at the root.
+    "PayloadBucket.Arn/*": {"s3:GetObject"},
+    # Never called: it makes S3 answer a missing key with 404 NoSuchKey, not 403 AccessDenied.
+    "PayloadBucket.Arn": {"s3:ListBucket"},
+    # The worker writes under payloads/ only (worker/turn/payloads.py).
+    f"PayloadBucket.Arn/{KEY_PREFIX}*": {"s3:PutObject"},
 }
 
 #: The worker's environment, variable -> the resource it names.
@@ -266,14 +273,18 @@ def test_the_payload_bucket_is_private_and_encrypted(template: dict[str, Any]) -
     }
 
 
-def test_the_payload_bucket_expires_payloads_after_the_parameter_days(
+def test_the_payload_bucket_expires_every_object_after_the_parameter_days(
     template: dict[str, Any],
 ) -> None:
+    """Inbound payloads sit wherever producers put them (the Extended Client's default key is
+    a bare UUID at the root), so the one rule has no prefix, tag or size filter: every object
+    the stage reads or writes expires."""
     (rule,) = properties(template, "PayloadBucket")["LifecycleConfiguration"]["Rules"]
     assert rule["Status"] == "Enabled"
-    assert rule["Prefix"] == "payloads/"
+    assert not {"Prefix", "Filter", "TagFilters", "ObjectSizeGreaterThan"} & set(rule)
     assert rule["ExpirationInDays"] == {"Ref": "PayloadExpirationDays"}
     assert parameter_default(template, "PayloadExpirationDays") == 14
+    assert rule["AbortIncompleteMultipartUpload"] == {"DaysAfterInitiation": 1}
 
 
 def test_the_payload_bucket_refuses_requests_without_tls(template: dict[str, Any]) -> None:
@@ -404,6 +415,86 @@ def test_the_execution_role_cannot_touch_the_stages_data(template: dict[str, Any
     }
     assert actions, "the execution role must at least pull the image and write logs"
     assert all(action.split(":")[0] in {"ecr", "logs"} for action in actions), actions
+
+
+def execution_role_statements(template: dict[str, Any]) -> list[dict[str, Any]]:
+    (policy,) = properties(template, "TaskExecutionRole")["Policies"]
+    return list(policy["PolicyDocument"]["Statement"])
+
+
+def test_only_ecr_sign_in_is_granted_on_every_resource(template: dict[str, Any]) -> None:
+    """AWS gives ecr:GetAuthorizationToken no resource-level permission; everything else the
+    execution role does names its resource."""
+    on_everything = [s for s in execution_role_statements(template) if s["Resource"] == "*"]
+    assert [as_list(s["Action"]) for s in on_everything] == [["ecr:GetAuthorizationToken"]]
+
+
+def test_the_execution_role_pulls_from_the_images_repository_only(
+    template: dict[str, Any],
+) -> None:
+    """The layer actions name the repository derived from ContainerImage (the derivation is
+    evaluated for concrete images in test_task_role_as_aws_evaluates_it.py)."""
+    (pull,) = [
+        s
+        for s in execution_role_statements(template)
+        if "ecr:BatchGetImage" in as_list(s["Action"])
+    ]
+    assert set(as_list(pull["Action"])) == {
+        "ecr:BatchCheckLayerAvailability",
+        "ecr:GetDownloadUrlForLayer",
+        "ecr:BatchGetImage",
+    }
+    pattern, variables = pull["Resource"]["Fn::Sub"]
+    assert pattern == "arn:${AWS::Partition}:ecr:${Region}:${Account}:repository/${Repository}"
+    assert "ContainerImage" in repr(variables)
+    (logs,) = [
+        s for s in execution_role_statements(template) if s is not pull and s["Resource"] != "*"
+    ]
+    assert logs["Resource"] == {"Fn::GetAtt": ["WorkerLogGroup", "Arn"]}
+
+
+ECR = "123456789012.dkr.ecr.eu-west-1.amazonaws.com"
+DIGEST = "@sha256:" + "ab" * 32
+
+
+@pytest.mark.parametrize(
+    ("image", "accepted"),
+    [
+        (f"{ECR}/mira-converse-worker:0.1.0", True),
+        (f"{ECR}/mira-converse-worker:0.1.0{DIGEST}", True),
+        (f"{ECR}/platform/mira-converse-worker{DIGEST}", True),
+        (f"{ECR}/mira-converse-worker:latest-build", True),
+        (f"{ECR}/mira-converse-worker", False),  # no tag: Docker pulls latest
+        (f"{ECR}/mira-converse-worker:latest", False),
+        (f"{ECR}/mira-converse-worker:latest{DIGEST}", False),
+        ("mira-converse-worker:0.1.0", False),  # not ECR: the pull grant cannot be derived
+        ("docker.io/library/python:3.11", False),
+    ],
+)
+def test_the_image_parameter_takes_an_ecr_image_by_version_tag_or_digest(
+    template: dict[str, Any], image: str, accepted: bool
+) -> None:
+    """The execution role's pull grant is derived from this parameter, so it must have the
+    shape the derivation splits; and a missing or ``latest`` tag is never a pinned image."""
+    pattern = template["Parameters"]["ContainerImage"]["AllowedPattern"]
+    assert (re.fullmatch(pattern, image) is not None) is accepted
+
+
+@pytest.mark.parametrize("role", ["TaskRole", "TaskExecutionRole"])
+def test_only_ecs_tasks_of_this_account_may_assume_either_role(
+    template: dict[str, Any], role: str
+) -> None:
+    (trust,) = properties(template, role)["AssumeRolePolicyDocument"]["Statement"]
+    assert trust["Principal"] == {"Service": "ecs-tasks.amazonaws.com"}
+    assert trust["Action"] == "sts:AssumeRole"
+    assert trust["Condition"] == {
+        "ArnLike": {
+            "aws:SourceArn": {
+                "Fn::Sub": "arn:${AWS::Partition}:ecs:${AWS::Region}:${AWS::AccountId}:*"
+            }
+        },
+        "StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}},
+    }
 
 
 # ---------------------------------------------------------------------------- scaling

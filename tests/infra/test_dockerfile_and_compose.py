@@ -5,6 +5,7 @@ a non-root user, only 127.0.0.1 is bound, and the worker is pointed at exactly w
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import tomllib
 from typing import Any
@@ -14,7 +15,7 @@ import yaml
 
 from tests.infra.cfn_yaml import REPO_ROOT
 from tests.infra.stopping import kill_after_seconds
-from worker.bootstrap import Resources
+from worker.cli.bootstrap import Resources
 
 DOCKERFILE = REPO_ROOT / "Dockerfile"
 DOCKERIGNORE = REPO_ROOT / ".dockerignore"
@@ -69,8 +70,9 @@ def seconds(duration: str) -> float:
 
 
 def test_the_image_is_built_on_python_3_11_slim() -> None:
+    """A patch release of 3.11 on slim Debian (test_reproducible_build.py pins the rest)."""
     (base,) = arguments_of("FROM")
-    assert base.split()[0] == "python:3.11-slim"
+    assert re.fullmatch(r"python:3\.11\.\d+-slim-[a-z]+(@sha256:[0-9a-f]{64})?", base.split()[0])
 
 
 def test_the_worker_runs_as_a_non_root_user() -> None:
@@ -102,9 +104,12 @@ def test_the_image_writes_emf_metrics_unless_told_otherwise() -> None:
 
 def test_the_image_installs_the_project_without_a_pip_cache() -> None:
     copied = " ".join(arguments_of("COPY"))
-    for needed in ("pyproject.toml", "README.md", "worker/"):
+    for needed in ("requirements.lock", "pyproject.toml", "README.md", "worker/"):
         assert needed in copied
-    assert any("pip install --no-cache-dir ." in run for run in arguments_of("RUN"))
+    installs = [run for run in arguments_of("RUN") if "pip install" in run]
+    assert installs
+    assert all("pip install --no-cache-dir " in run for run in installs)
+    assert any(re.search(r"pip install [^&]* \.(\s|$)", run) for run in installs)
 
 
 def test_the_build_context_admits_what_the_image_copies() -> None:
@@ -114,7 +119,7 @@ def test_the_build_context_admits_what_the_image_copies() -> None:
         if line.strip() and not line.startswith("#")
     ]
     assert lines[0] == "*", "an allowlist: nothing enters the context unless named"
-    assert {"!pyproject.toml", "!README.md", "!worker/"} <= set(lines)
+    assert {"!pyproject.toml", "!requirements.lock", "!README.md", "!worker/"} <= set(lines)
 
 
 # ---------------------------------------------------------------------------- localstack.yml

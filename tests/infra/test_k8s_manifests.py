@@ -3,19 +3,24 @@ worker's ConfigMap, and the pod outlives the worker's drain."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from tests.infra.cfn_stack import ConcreteStack, queue_arn_from_url
 from tests.infra.cfn_yaml import REPO_ROOT, load_template
+from tests.infra.iam_policy import Principal, Request, is_allowed
 from tests.infra.stopping import kill_after_seconds
 from worker.settings import Settings
 
 K8S_DIR = REPO_ROOT / "infra" / "k8s"
 MANIFESTS = sorted(K8S_DIR.glob("*.yaml"))
+IAM_DIR = K8S_DIR / "iam"
 CONFIG_MAP_NAME = "mira-converse-config"
+NAMESPACE = "mira"
 #: Variables the worker reads that are boto's, not the Settings'.
 AWS_VARIABLES = {"AWS_REGION", "AWS_DEFAULT_REGION"}
 
@@ -50,7 +55,12 @@ def sqs_trigger() -> dict[str, Any]:
 
 def test_the_expected_manifests_exist() -> None:
     names = {path.name for path in MANIFESTS}
-    assert {"configmap.yaml", "deployment.yaml", "keda-scaledobject.yaml"} <= names
+    assert {
+        "configmap.yaml",
+        "deployment.yaml",
+        "keda-scaledobject.yaml",
+        "networkpolicy.yaml",
+    } <= names
 
 
 @pytest.mark.parametrize("path", MANIFESTS, ids=lambda path: path.name)
@@ -173,3 +183,104 @@ def test_a_worker_whose_loops_stop_beating_is_restarted_by_its_liveness_probe(
         monkeypatch.setenv(name, value)
     settings = Settings()
     assert settings.health_max_silence_seconds > settings.receive_wait_seconds
+
+
+# ---------------------------------------------------------------------------- namespace, network
+
+
+def test_every_object_lives_in_the_stages_own_namespace() -> None:
+    """Nothing lands in `default` (where any other workload could sit beside it)."""
+    namespaces = {doc["metadata"].get("namespace") for path in MANIFESTS for doc in documents(path)}
+    assert namespaces == {NAMESPACE}
+
+
+def test_no_connection_into_the_worker_pods_is_admitted(pod_spec: dict[str, Any]) -> None:
+    """The worker listens on nothing: its NetworkPolicy selects its pods, governs ingress and
+    admits none."""
+    policy = the_only("NetworkPolicy")["spec"]
+    pod_labels = the_only("Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert policy["podSelector"]["matchLabels"].items() <= pod_labels.items()
+    assert "Ingress" in policy["policyTypes"]
+    assert not policy.get("ingress")
+    (container,) = pod_spec["containers"]
+    assert "ports" not in container
+
+
+# ---------------------------------------------------------------------------- the AWS roles
+
+
+def example_stack(config: dict[str, str]) -> ConcreteStack:
+    """The stack the ConfigMap's example values describe: account, region and stack name from
+    the converse queue's URL, the bucket from PAYLOAD_BUCKET."""
+    arn = queue_arn_from_url(config["CONVERSE_QUEUE_URL"])
+    _, _, _, region, account, queue = arn.split(":")
+    return ConcreteStack(
+        account=account,
+        region=region,
+        name=queue.removesuffix("-converse"),
+        bucket=config["PAYLOAD_BUCKET"],
+    )
+
+
+def iam_document(name: str) -> dict[str, Any]:
+    document = json.loads((IAM_DIR / name).read_text(encoding="utf-8"))
+    assert isinstance(document, dict)
+    return document
+
+
+def test_the_workers_kubernetes_policy_is_the_ecs_task_roles_policy(
+    config: dict[str, str],
+) -> None:
+    """The Kubernetes role is written by hand: it must say exactly what the template's task
+    role says (which tests/infra evaluates call by call), for the ConfigMap's resources."""
+    stack = example_stack(config)
+    assert stack.resolve({"Ref": "ConverseQueue"}) == config["CONVERSE_QUEUE_URL"]
+    assert stack.resolve({"Ref": "HistoryTable"}) == config["HISTORY_TABLE"]
+    (policy,) = stack.resolve(stack.template["Resources"]["TaskRole"]["Properties"]["Policies"])
+    assert iam_document("worker-policy.json") == policy["PolicyDocument"]
+
+
+def test_irsa_trusts_only_the_workers_service_account() -> None:
+    (statement,) = iam_document("worker-trust-irsa.json")["Statement"]
+    service_account = the_only("ServiceAccount")["metadata"]
+    assert statement["Action"] == "sts:AssumeRoleWithWebIdentity"
+    provider = statement["Principal"]["Federated"].split("oidc-provider/", 1)[1]
+    assert statement["Condition"] == {
+        "StringEquals": {
+            f"{provider}:sub": (
+                f"system:serviceaccount:{service_account['namespace']}:{service_account['name']}"
+            ),
+            f"{provider}:aud": "sts.amazonaws.com",
+        }
+    }
+    assert (
+        the_only("Deployment")["spec"]["template"]["spec"]["serviceAccountName"]
+        == (service_account["name"])
+    )
+
+
+@pytest.mark.parametrize(("account", "allowed"), [("123456789012", True), ("444455556666", False)])
+def test_eks_pod_identity_may_assume_the_worker_role_only_for_this_accounts_cluster(
+    config: dict[str, str], account: str, allowed: bool
+) -> None:
+    stack = example_stack(config)
+    trust = iam_document("worker-trust-pod-identity.json")
+    cluster = f"arn:aws:eks:{stack.region}:{account}:cluster/mira"
+    for action in ("sts:AssumeRole", "sts:TagSession"):
+        request = Request(
+            action,
+            f"arn:aws:iam::{stack.account}:role/mira-converse-worker",
+            Principal("Service", "pods.eks.amazonaws.com"),
+            {"aws:SourceAccount": account, "aws:SourceArn": cluster},
+        )
+        assert is_allowed([trust], request) is allowed, action
+
+
+def test_keda_may_read_the_converse_backlog_and_nothing_else(config: dict[str, str]) -> None:
+    policy = iam_document("keda-policy.json")
+    converse = queue_arn_from_url(config["CONVERSE_QUEUE_URL"])
+    model = queue_arn_from_url(config["MODEL_QUEUE_URL"])
+    assert is_allowed([policy], Request("sqs:GetQueueAttributes", converse))
+    assert not is_allowed([policy], Request("sqs:GetQueueAttributes", model))
+    assert not is_allowed([policy], Request("sqs:ReceiveMessage", converse))
+    assert not is_allowed([policy], Request("sqs:DeleteMessage", converse))

@@ -1,8 +1,10 @@
-"""The task role grants exactly the AWS actions the stage's code can call: no more, no less.
+"""The task role grants exactly the AWS actions the stage's code can call: no more, no less,
+except the one action AWS needs granted for its error answers (``s3:ListBucket``).
 
 The calls are read from the source of the adapters (the only modules that hold an AWS
 client): every ``self._client.<operation>(`` becomes an IAM action. Batch operations are
-authorised by their single-message action, as IAM defines them.
+authorised by their single-message action, as IAM defines them. Where the code fixes the
+resource (the key prefix it writes under), the grant's resource is pinned to it too.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from tests.infra.cfn_yaml import load_template
+from tests.infra.cfn_yaml import load_template, reference_name
+from worker.turn.payloads import KEY_PREFIX, payload_key
 
 ADAPTERS = Path(__file__).resolve().parents[2] / "worker" / "adapters"
 SERVICE_OF_MODULE = {
@@ -28,6 +31,10 @@ BATCH_ACTIONS = {
     "sqs:DeleteMessageBatch": "sqs:DeleteMessage",
     "sqs:ChangeMessageVisibilityBatch": "sqs:ChangeMessageVisibility",
 }
+#: Granted though never called: without s3:ListBucket on the bucket, S3 answers a GetObject
+#: of a missing key with 403 AccessDenied instead of 404 NoSuchKey, and the worker would retry
+#: (403 is retryable) a command whose payload is gone instead of rejecting it with its reason.
+GRANTED_FOR_AWS_ERROR_ANSWERS = {"s3:ListBucket"}
 
 
 def operations_called(path: Path) -> set[str]:
@@ -88,7 +95,41 @@ def test_the_scan_sees_every_kind_of_call() -> None:
 
 def test_the_task_role_grants_exactly_what_the_code_calls() -> None:
     template = load_template()
-    assert actions_the_role_grants(template) == actions_the_code_calls()
+    assert not GRANTED_FOR_AWS_ERROR_ANSWERS & actions_the_code_calls()
+    assert (
+        actions_the_role_grants(template)
+        == actions_the_code_calls() | GRANTED_FOR_AWS_ERROR_ANSWERS
+    )
+
+
+def resources_granted(template: dict[str, Any], action: str) -> set[str]:
+    role = template["Resources"]["TaskRole"]["Properties"]
+    found = set()
+    for policy in role["Policies"]:
+        for statement in policy["PolicyDocument"]["Statement"]:
+            actions = statement["Action"]
+            if action in (actions if isinstance(actions, list) else [actions]):
+                resources = statement["Resource"]
+                found |= {
+                    reference_name(resource)
+                    for resource in (resources if isinstance(resources, list) else [resources])
+                }
+    return found
+
+
+def test_the_worker_writes_objects_only_where_the_role_lets_it_put() -> None:
+    """The code's one key scheme is under KEY_PREFIX, and PutObject is granted there only."""
+    assert payload_key("matter-1187", "c-8f2e").startswith(KEY_PREFIX)
+    assert KEY_PREFIX.endswith("/")
+    assert resources_granted(load_template(), "s3:PutObject") == {
+        f"PayloadBucket.Arn/{KEY_PREFIX}*"
+    }
+
+
+def test_the_worker_reads_payloads_at_any_key_and_lists_nothing_but_its_bucket() -> None:
+    template = load_template()
+    assert resources_granted(template, "s3:GetObject") == {"PayloadBucket.Arn/*"}
+    assert resources_granted(template, "s3:ListBucket") == {"PayloadBucket.Arn"}
 
 
 @pytest.mark.parametrize(

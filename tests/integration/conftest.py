@@ -21,12 +21,12 @@ import pytest
 from moto.server import ThreadedMotoServer
 from opentelemetry.trace import TracerProvider
 
-from bench.moto_server import batch_entries_keep_their_trace_header
+from bench.servers.moto_server import batch_entries_keep_their_trace_header
 from tests.converse_rules import assert_model_ready
 from worker.adapters.dynamodb import STATE_KEY, message_key
-from worker.bootstrap import Resources, create_resources, dead_letter_name
-from worker.payloads import parse_pointer
-from worker.runtime import Clients, aws_clients, run_worker
+from worker.cli.bootstrap import Resources, create_resources, dead_letter_name
+from worker.cli.runtime import Clients, aws_clients, run_worker
+from worker.delivery.pointers import parse_pointer
 from worker.settings import Settings
 
 CREDENTIALS = {

@@ -12,8 +12,8 @@ import pytest
 
 from tests.conftest import captured_logs
 from tests.integration.conftest import Stack, body_of, exchanges, running_worker
-from worker import dlq
 from worker.adapters.sqs import SqsQueue
+from worker.cli import dlq
 
 pytestmark = pytest.mark.integration
 

@@ -10,7 +10,7 @@ folding from the current mark up to ``through``, only forward).
 At every turn the gap is the messages after ``folded_through`` that are not in the
 payload's window: each such turn must log ``clerk.converse_history_fold_gap`` for
 exactly those seqs, and no two requests of a conversation may cover the same stretch.
-The process must agree turn for turn with the model of :mod:`bench.fold_gap` (the
+The process must agree turn for turn with the model of :mod:`bench.parts.fold_gap` (the
 worker's own pure functions fed as the stage feeds them), whose figures at lags 1, 3
 and 5, beside the single-request rule's, are in docs/BENCHMARKS.md.
 """
@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from bench import fold_gap
+from bench.parts import fold_gap
 from tests.integration.conftest import Stack
 from worker.adapters.dynamodb import STATE_KEY, message_key
 

@@ -9,8 +9,8 @@ import pytest
 from tests.conftest import captured_logs
 from tests.integration.conftest import Stack, body_of, exchanges, running_worker
 from worker.adapters.dynamodb import DynamoHistoryStore
-from worker.history import read_window
 from worker.memory import bound_history
+from worker.turn.history import read_window
 
 pytestmark = pytest.mark.integration
 

@@ -10,7 +10,7 @@ import pytest
 from tests.integration.conftest import Stack
 from worker.adapters.dynamodb import DynamoHistoryStore
 from worker.adapters.ledger import DynamoCommandLedger
-from worker.done_marks import BatchingLedger
+from worker.delivery.done_marks import BatchingLedger
 
 pytestmark = pytest.mark.integration
 

@@ -30,13 +30,13 @@ import pytest
 from tests.conftest import captured_logs
 from tests.integration.conftest import CREDENTIALS, Stack, body_of, exchanges, running_worker
 from tests.integration.test_dlq import depth, run_cli
-from worker import dlq
 from worker.adapters.sqs import OutboundMessage, SqsQueue
-from worker.bootstrap import Resources, create_resources
+from worker.cli import dlq
+from worker.cli.bootstrap import Resources, create_resources
+from worker.cli.runtime import aws_clients
+from worker.delivery.pointers import SIZE_ATTRIBUTE, pointer_body
 from worker.errors import StoreUnavailable
-from worker.payloads import SIZE_ATTRIBUTE, pointer_body
 from worker.ports import DeleteFailure, ReceivedMessage
-from worker.runtime import aws_clients
 
 pytestmark = pytest.mark.integration
 

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from bench.netdelay import DelayProxy, parse_route
+from bench.servers.netdelay import DelayProxy, parse_route
 
 pytestmark = pytest.mark.integration
 

@@ -21,8 +21,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from tests import emf
 from tests.conftest import captured_logs
 from tests.integration.conftest import Stack, body_of, exchanges, running_worker
-from worker import metrics as m
 from worker.adapters.sqs import SqsQueue
+from worker.telemetry import metrics as m
 
 pytestmark = pytest.mark.integration
 

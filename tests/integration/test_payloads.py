@@ -12,11 +12,11 @@ import pytest
 from tests.conftest import captured_logs
 from tests.converse_rules import assert_model_ready
 from tests.integration.conftest import Stack, body_of, running_worker
-from worker.bootstrap import Resources
-from worker.commands import ConverseCommand, encode_body, prompt_payload
+from worker.cli.bootstrap import Resources
+from worker.delivery.pointers import POINTER_CLASS, SIZE_ATTRIBUTE, message_size
 from worker.memory import FoldState, bound_history, render_converse
-from worker.payloads import POINTER_CLASS, SIZE_ATTRIBUTE, message_size
 from worker.settings import Settings
+from worker.turn.commands import ConverseCommand, encode_body, prompt_payload
 
 pytestmark = pytest.mark.integration
 

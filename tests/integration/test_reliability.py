@@ -19,8 +19,8 @@ import pytest
 from tests.integration.conftest import Stack, body_of, exchanges, running_worker
 from tests.integration.faults import OutageProxy
 from worker.adapters.sqs import received_message
-from worker.bootstrap import Resources
-from worker.runtime import build_stage
+from worker.cli.bootstrap import Resources
+from worker.cli.runtime import build_stage
 
 pytestmark = pytest.mark.integration
 

@@ -12,7 +12,7 @@ from typing import Any
 from tests.conftest import settings as placeholder_settings
 from worker.ports import CommandLedger, MessageSender
 from worker.settings import Settings
-from worker.stage import ConverseStage, History
+from worker.turn.stage import ConverseStage, History
 
 #: The stopped clock of the stages built here.
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)

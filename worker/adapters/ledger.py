@@ -3,7 +3,7 @@
 A claim (``begin``) is one conditional UpdateItem per command: it must be answered before
 the send. The done mark after the send is a plain put of the whole ``done`` record, so the
 marks of concurrent turns can leave together in one BatchWriteItem
-(:class:`worker.done_marks.BatchingLedger`); a mark DynamoDB leaves unprocessed fails on
+(:class:`worker.delivery.done_marks.BatchingLedger`); a mark DynamoDB leaves unprocessed fails on
 its own, and the stage tries it again with its backoff.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 
 from worker.adapters.dynamodb import rfc3339
 from worker.adapters.errors import aws_call
-from worker.done_marks import MAX_WRITE_BATCH, DoneMark
+from worker.delivery.done_marks import MAX_WRITE_BATCH, DoneMark
 from worker.errors import RetryableError, StoreUnavailable
 from worker.ports import CommandClaim
 

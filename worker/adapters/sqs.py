@@ -10,11 +10,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from worker.adapters.errors import aws_call
-from worker.batching import Batcher
+from worker.delivery.batching import Batcher
+from worker.delivery.pointers import message_size
 from worker.errors import ConfigError, StoreUnavailable
-from worker.payloads import message_size
 from worker.ports import DeleteFailure, ReceivedMessage
-from worker.tracing import outbound_trace_header
+from worker.telemetry.tracing import outbound_trace_header
 
 #: The most a SendMessageBatch may carry in all, bodies and attributes.
 MAX_BATCH_BYTES = 1_048_576
@@ -198,7 +198,7 @@ class BatchingSender:
     """A MessageSender whose sends, made one per turn, leave as SendMessageBatch calls of
     up to ten entries and at most ``max_batch_bytes`` (SQS: 1 MiB for a whole batch).
 
-    With ``coming`` (turns still on their way to a send, :mod:`worker.cohorts`), a
+    With ``coming`` (turns still on their way to a send, :mod:`worker.consumer.cohorts`), a
     batch waits for them up to ``max_linger`` and leaves at once when none are; without
     it, for ``linger`` after each item (``max_linger`` at most)."""
 

@@ -3,6 +3,10 @@
 The two halves are coupled: the window budget must stay at least twice the fold
 trigger (see :class:`worker.settings.Settings`), or a stretch of conversation
 could age out of the window before it is large enough to be folded.
+
+Owns: the window (trim, floor, budget), the token estimate, the Converse view, the fold
+trigger and the compaction claims. Pure: plain functions over plain values, no I/O, no
+logging. Imports nothing else of :mod:`worker` (checked by import-linter).
 """
 
 from worker.memory.converse import ConverseView, LeftOut, is_blank, render_converse

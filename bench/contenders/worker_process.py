@@ -1,0 +1,72 @@
+"""``worker run`` with its AWS calls counted: the worker process the benchmarks measure.
+
+It is ``worker.cli.main(["run"])`` itself (same settings from the environment, same
+logging, same event loop choice, same signals) with two additions:
+
+- every aioboto3 client the worker opens gets a :class:`bench.contenders.callcount.CallCounter`;
+- SIGUSR1 writes a snapshot (calls, CPU seconds, peak RSS) to ``BENCH_STATS_PATH``,
+  and one more is written when the worker exits.
+
+``BENCH_CONSUMED_CAPACITY=1`` asks DynamoDB to return the capacity each Query and
+UpdateItem consumed. ``BENCH_WORKER_PATH`` runs another copy of the ``worker`` package
+(the "before" tree of the optimisation table) under the same instrumentation.
+Run: ``python -m bench.contenders.worker_process`` with the worker's environment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator
+from typing import Any
+
+from bench.contenders.callcount import CallCounter, install_snapshot_handler
+
+
+def main() -> int:
+    if os.environ.get("BENCH_EVENT_LOOP") == "uvloop":
+        import uvloop
+
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    alternative = os.environ.get("BENCH_WORKER_PATH")
+    if alternative:
+        sys.path.insert(0, alternative)
+    import worker.cli
+
+    try:
+        import worker.cli.runtime as runtime
+    except ModuleNotFoundError:  # a tree from before the packages (``--before``)
+        import worker.runtime as runtime  # type: ignore[no-redef]
+
+    counter = CallCounter(consumed_capacity=os.environ.get("BENCH_CONSUMED_CAPACITY") == "1")
+    writer = install_snapshot_handler(counter)
+    original_clients = runtime.aws_clients
+    original_run = runtime.run_worker
+
+    @contextlib.asynccontextmanager
+    async def counted_clients(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        async with original_clients(*args, **kwargs) as clients:
+            for client in (clients.sqs, clients.dynamodb, clients.s3):
+                counter.attach(client)
+            yield clients
+
+    async def run_worker(settings: Any, stopping: asyncio.Event) -> None:
+        if writer is not None:  # as a loop callback: never in the middle of a count
+            asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, writer.write)
+            writer.extra["event_loop"] = type(asyncio.get_running_loop()).__module__
+        await original_run(settings, stopping)
+
+    runtime.aws_clients = counted_clients  # type: ignore[assignment]
+    runtime.run_worker = run_worker  # type: ignore[assignment]
+    try:
+        return worker.cli.main(["run"])
+    finally:
+        if writer is not None:
+            writer.write()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,220 @@
+"""Part 2: what a turn costs as the conversation grows, from 10 to 100,000 messages.
+
+All conversations live in ONE table on dynalite (a real DynamoDB implementation, whose
+Query cost does not grow with the table as moto's does).
+
+- Through the real worker (``worker run`` in its own process, its calls counted): one
+  command at a time, round-robin over the lengths; per turn, the items its Query read
+  (``Count`` and ``ScannedCount``, from the responses), the read capacity it consumed
+  (``ReturnConsumedCapacity=TOTAL`` added by the benchmark's counter), and the latency
+  from the command's send to its payload's arrival on the model queue (SQS's
+  ``SentTimestamp``).
+- The same history step timed in the benchmark's own process, side by side:
+  ours = one Query (``Limit = max_messages + 2``, newest first) + the window; the usual
+  alternative = read the whole conversation (a paginated Query, as a message-history
+  class that loads every message does) + LangChain's ``trim_messages`` with the same
+  4,000-token budget.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import statistics
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from bench.contenders.callcount import CallCounter
+from bench.load.traffic import Drain
+from bench.load.workload import (
+    Command,
+    Conversation,
+    TextSource,
+    build_conversation,
+    message_items,
+    put_items,
+    state_item,
+)
+from worker.adapters.dynamodb import DynamoHistoryStore
+from worker.memory import HistoryMessage, WindowLimits, bound_history
+from worker.settings import Settings
+
+Say = Callable[[str], None]
+LENGTHS = (10, 100, 1_000, 10_000, 100_000)
+
+
+async def seed_lengths(
+    dynamodb: Any, table: str, lengths: Sequence[int], *, seed: int = 23, say: Say
+) -> list[Conversation]:
+    rng = random.Random(seed)
+    text = TextSource(rng)
+    conversations = []
+    for length in lengths:
+        started = time.perf_counter()
+        conversation, messages = build_conversation(f"length-{length}", length, text)
+        items = message_items(conversation.conversation_id, messages)
+        items.append(state_item(conversation))
+        await put_items(dynamodb, table, items)
+        conversations.append(conversation)
+        say(f"  seeded a {length:,}-message conversation in {time.perf_counter() - started:.1f} s")
+    return conversations
+
+
+def _as_message(item: dict[str, Any]) -> HistoryMessage | None:
+    if item["sk"]["S"] == "state":
+        return None
+    return HistoryMessage(int(item["seq"]["N"]), item["role"]["S"], item["content"]["S"])
+
+
+async def ours(dynamodb: Any, table: str, conversation_id: str, limits: WindowLimits) -> int:
+    """The stage's history step: one page, then the window; returns messages kept."""
+    store = DynamoHistoryStore(dynamodb, table)
+    page = await store.load_page(conversation_id, limits.max_messages + 2)
+    return bound_history(page.messages, limits).kept
+
+
+async def load_all_and_trim(
+    dynamodb: Any, table: str, conversation_id: str, max_tokens: int
+) -> int:
+    """The usual alternative: every message of the conversation, then ``trim_messages``."""
+    from langchain_core.messages import AIMessage, HumanMessage, trim_messages
+    from langchain_core.messages.utils import count_tokens_approximately
+
+    request: dict[str, Any] = {
+        "TableName": table,
+        "KeyConditionExpression": "pk = :pk AND sk BETWEEN :first AND :state",
+        "ExpressionAttributeValues": {
+            ":pk": {"S": conversation_id},
+            ":first": {"S": "msg#"},
+            ":state": {"S": "state"},
+        },
+        "ConsistentRead": True,
+    }
+    history = []
+    while True:
+        response = await dynamodb.query(**request)
+        for item in response["Items"]:
+            message = _as_message(item)
+            if message is not None:
+                history.append(
+                    HumanMessage(message.content)
+                    if message.role == "user"
+                    else AIMessage(message.content)
+                )
+        if "LastEvaluatedKey" not in response:
+            break
+        request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+    kept = trim_messages(
+        history,
+        strategy="last",
+        token_counter=count_tokens_approximately,
+        max_tokens=max_tokens,
+        start_on="human",
+    )
+    return len(kept)
+
+
+async def time_history_steps(
+    dynamodb: Any,
+    table: str,
+    conversations: Sequence[Conversation],
+    *,
+    ours_samples: int,
+    all_samples: Callable[[int], int],
+    say: Say,
+) -> dict[int, dict[str, Any]]:
+    """Both history steps on each conversation, timed in this process, calls counted."""
+    limits = Settings.at_defaults().window_limits
+    results: dict[int, dict[str, Any]] = {}
+    for conversation in conversations:
+        row: dict[str, Any] = {}
+        conversation_id = conversation.conversation_id
+
+        async def our_step(client: Any, conversation_id: str = conversation_id) -> int:
+            return await ours(client, table, conversation_id, limits)
+
+        async def their_step(client: Any, conversation_id: str = conversation_id) -> int:
+            return await load_all_and_trim(client, table, conversation_id, limits.max_tokens)
+
+        for name, samples, step in (
+            ("ours", ours_samples, our_step),
+            ("load_all_trim", all_samples(conversation.length), their_step),
+        ):
+            counter = CallCounter(consumed_capacity=True)
+            timings = []
+            kept = 0
+            with counter.attached(dynamodb) as counted:
+                await step(counted)  # warm-up, not counted below
+                counter.reset()
+                for _ in range(samples):
+                    started = time.perf_counter()
+                    kept = await step(counted)
+                    timings.append(time.perf_counter() - started)
+            row[name] = {
+                "samples": samples,
+                "median_ms": 1000 * statistics.median(timings),
+                "queries_per_turn": counter.calls_matching("dynamodb.Query") / samples,
+                "items_per_turn": counter.query_items / samples,
+                "capacity_per_turn": counter.query_capacity / samples,
+                "kept": kept,
+            }
+        results[conversation.length] = row
+        say(
+            f"  {conversation.length:>7,} messages: ours {row['ours']['median_ms']:.1f} ms, "
+            f"{row['ours']['items_per_turn']:.0f} items; load-all + trim_messages "
+            f"{row['load_all_trim']['median_ms']:,.1f} ms, "
+            f"{row['load_all_trim']['items_per_turn']:,.0f} items"
+        )
+    return results
+
+
+async def worker_turns(
+    sqs: Any,
+    converse_url: str,
+    drain: Drain,
+    conversations: Sequence[Conversation],
+    *,
+    turns: int,
+    text: TextSource,
+    say: Say,
+    warmed_up: Callable[[], Awaitable[Any]],
+) -> dict[int, list[float]]:
+    """``turns`` commands per conversation, one at a time, round-robin; latency per turn."""
+    latencies: dict[int, list[float]] = {c.length: [] for c in conversations}
+    number = 0
+    for round_number in range(-1, turns):  # round -1 warms the worker up, uncounted
+        for conversation in conversations:
+            number += 1
+            command = Command(
+                f"cost-{number:05d}",
+                conversation.conversation_id,
+                _command_body(f"cost-{number:05d}", conversation.conversation_id, text),
+            )
+            sent = time.time()
+            await sqs.send_message(QueueUrl=converse_url, MessageBody=command.body)
+            if not await drain.wait_for([command.command_id], within=30):
+                raise RuntimeError(f"turn {command.command_id} did not arrive within 30 s")
+            arrival = drain.arrivals[command.command_id]
+            if round_number >= 0:
+                latencies[conversation.length].append(arrival.arrived_ms - sent * 1000)
+        if round_number < 0:
+            await warmed_up()
+        elif round_number == 0 or (round_number + 1) % 5 == 0:
+            say(f"  worker turns: round {round_number + 1}/{turns}")
+        await asyncio.sleep(0)
+    return latencies
+
+
+def _command_body(command_id: str, conversation_id: str, text: TextSource) -> str:
+    import json
+
+    return json.dumps(
+        {
+            "type": "converse",
+            "command_id": command_id,
+            "conversation_id": conversation_id,
+            "message": text.question(),
+        },
+        ensure_ascii=False,
+    )

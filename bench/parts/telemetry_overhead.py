@@ -1,0 +1,351 @@
+"""Part 7: what operating the worker costs: its CPU per command with metrics and tracing
+on and off (issue 13's target: under 5% more).
+
+Two measurements, because the first is noisy on a shared two-core machine and the second
+is not:
+
+1. **The worker, end to end.** The same worker in three configurations, interleaved over
+   rounds, each run a fresh process with fresh queues after a warm-up, fed open-loop at a
+   fixed rate (so every configuration sees the same arrivals and fills its receives alike;
+   a closed loop would let a noisier run batch less and cost more per command for that
+   alone). The figure is the worker process's own CPU seconds over the measured commands.
+
+   - ``off``: ``METRICS=off``, commands without a trace header (a developer's `worker run`);
+   - ``on``: ``METRICS=emf`` and every command with an ``AWSTraceHeader``, no SDK: the
+     container's default (EMF aggregation, the trace continued and sent on with the prompt
+     and fold request, ``trace_id`` on every log line of the turn);
+   - ``on, SDK``: the same with an OpenTelemetry SDK in the process
+     (:mod:`bench.contenders.traced_worker`: a span per turn, made and batched, then dropped).
+
+   moto drops ``MessageSystemAttributes`` from SendMessageBatch entries;
+   ``bench.servers.moto_server`` keeps them, as SQS does, so the worker's batched prompts
+   carry their header as in AWS.
+
+2. **The telemetry path alone**, in this process: a turn's hooks exactly as the consumer
+   and the stage call them (receive, span, header, window counts, outcome), with an EMF
+   flush every 1,000 turns, timed per turn (best of several runs) for each configuration.
+
+Standalone: ``.venv/bin/python -m bench.parts.telemetry_overhead [--quick]`` (its own servers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from bench.contenders import contenders
+from bench.load.traffic import Drain, feed_closed_loop
+from bench.load.workload import Command, Conversation, make_commands, mixed_conversations, seed
+from bench.servers.servers import Servers, create_bench_resources, local_servers
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+TARGET = 0.05
+#: Commands a second, open loop: below what one worker serves here even with other work on
+#: the machine (so no run falls behind its arrivals), high enough that receives and sends
+#: carry several commands each, as under load.
+RATE = 30.0
+CONFIGS: dict[str, dict[str, Any]] = {
+    "off": {"label": "metrics and tracing off", "env": {"METRICS": "off"}, "headers": False},
+    "on": {"label": "METRICS=emf, trace headers, no SDK", "env": {"METRICS": "emf"},
+           "headers": True},
+    "sdk": {"label": "METRICS=emf, trace headers, OpenTelemetry SDK", "env": {"METRICS": "emf"},
+            "headers": True, "module": "bench.contenders.traced_worker"},
+}  # fmt: skip
+
+
+def plan(quick: bool) -> dict[str, int]:
+    return {"rounds": 1, "commands": 240} if quick else {"rounds": 3, "commands": 360}
+
+
+def trace_header(rng: random.Random) -> str:
+    root = f"1-{rng.getrandbits(32):08x}-{rng.getrandbits(96):024x}"
+    return f"Root={root};Parent={rng.getrandbits(64):016x};Sampled=1"
+
+
+class WithTraceHeaders:
+    """The driver's SQS client, every command sent with a new trace's ``AWSTraceHeader``."""
+
+    def __init__(self, sqs: Any, rng: random.Random) -> None:
+        self._sqs = sqs
+        self._rng = rng
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sqs, name)
+
+    def _attribute(self) -> dict[str, Any]:
+        header = {"DataType": "String", "StringValue": trace_header(self._rng)}
+        return {"MessageSystemAttributes": {"AWSTraceHeader": header}}
+
+    async def send_message(self, **kwargs: Any) -> Any:
+        return await self._sqs.send_message(**kwargs, **self._attribute())
+
+    async def send_message_batch(self, *, QueueUrl: str, Entries: list[dict[str, Any]]) -> Any:
+        traced = [{**entry, **self._attribute()} for entry in Entries]
+        return await self._sqs.send_message_batch(QueueUrl=QueueUrl, Entries=traced)
+
+
+async def feed_open_loop(sqs: Any, url: str, commands: Sequence[Command], rate: float) -> None:
+    """One SendMessage every ``1/rate`` s on a fixed schedule, whatever the worker does."""
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    sends = []
+    for i, command in enumerate(commands):
+        delay = start + i / rate - loop.time()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        sends.append(asyncio.create_task(sqs.send_message(QueueUrl=url, MessageBody=command.body)))
+    await asyncio.gather(*sends)
+
+
+async def run_once(
+    contender: contenders.Contender,
+    sqs: Any,
+    env: dict[str, str],
+    drain: Drain,
+    warmup: Sequence[Command],
+    commands: Sequence[Command],
+) -> dict[str, Any]:
+    contender.start()
+    try:
+        await feed_closed_loop(sqs, env["CONVERSE_QUEUE_URL"], warmup, drain, window=20)
+        if not await drain.wait_for([c.command_id for c in warmup], within=60):
+            raise RuntimeError(f"{contender.name}: warm-up did not finish\n{contender.log_tail()}")
+        before = await contender.snapshot()
+        started = time.perf_counter()
+        await feed_open_loop(sqs, env["CONVERSE_QUEUE_URL"], commands, RATE)
+        if not await drain.wait_for([c.command_id for c in commands], within=60):
+            raise RuntimeError(f"{contender.name}: commands did not all arrive")
+        seconds = time.perf_counter() - started
+        delta = contenders.diff(await contender.snapshot(), before)
+    finally:
+        await contender.stop()
+    emf, traced = _log_counts(contender.log_path)
+    return {
+        "commands": len(commands),
+        "seconds": seconds,
+        "cpu_ms_per_command": 1000 * delta["cpu_seconds"] / len(commands),
+        "emf_lines": emf,
+        "traced_turns": traced,
+        "duplicates": drain.duplicates,
+    }
+
+
+async def measure(
+    clients: Any,
+    servers: Servers,
+    pool: Sequence[Conversation],
+    text: Any,
+    *,
+    table: str,
+    workdir: Path,
+    quick: bool,
+    say: Callable[[str], None],
+) -> dict[str, Any]:
+    """Both measurements; the end-to-end runs interleaved over the plan's rounds."""
+    figures = plan(quick)
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in CONFIGS}
+    for round_number in range(1, figures["rounds"] + 1):
+        for name, config in CONFIGS.items():
+            tag = f"ops-{name}-r{round_number}"
+            env = await create_bench_resources(clients, tag, table)
+            child = servers.child_environ(
+                **env, **config["env"], RECEIVE_WAIT_SECONDS="20",
+                HEALTH_FILE=str(workdir / f"{tag}.health"),
+            )  # fmt: skip
+            module = config.get("module", "bench.contenders.worker_process")
+            contender = contenders.Contender(
+                tag,
+                [sys.executable, "-m", module],
+                child,
+                workdir / f"{tag}.stats.json",
+                workdir / f"{tag}.log",
+            )
+            rng = random.Random(round_number)
+            sqs = WithTraceHeaders(clients.sqs, rng) if config["headers"] else clients.sqs
+            warmup = make_commands(f"{tag}-w", pool, 40, text, seed=round_number)
+            commands = make_commands(tag, pool, figures["commands"], text, seed=200 + round_number)
+            drain = Drain(clients.sqs, env["MODEL_QUEUE_URL"], tasks=1, pause=0.1)
+            drain.start()
+            try:
+                result = await run_once(contender, sqs, env, drain, warmup, commands)
+            finally:
+                await drain.stop()
+            runs[name].append(result)
+            say(f"  {tag}: {result['cpu_ms_per_command']:.3f} CPU ms/command at {RATE:g}/s")
+    say("  the telemetry path alone, in-process")
+    return {
+        "plan": {**figures, "rate": RATE},
+        "target": TARGET,
+        "summary": summarise(runs),
+        "path": await asyncio.to_thread(path_cost),
+    }
+
+
+def _log_counts(log: Path) -> tuple[int, int]:
+    """EMF documents the worker wrote, and prompts it forwarded within a trace: the proof
+    that each configuration ran as labelled."""
+    emf = traced = 0
+    for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
+        emf += line.startswith("{") and '"_aws"' in line
+        traced += '"clerk.converse_prompt_forwarded"' in line and '"trace_id"' in line
+    return emf, traced
+
+
+def summarise(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    summary: dict[str, Any] = {}
+    for name, results in runs.items():
+        commands = sum(r["commands"] for r in results)
+        summary[name] = {
+            "label": CONFIGS[name]["label"],
+            "commands": commands,
+            "cpu_ms_per_command": sum(r["cpu_ms_per_command"] * r["commands"] for r in results)
+            / commands,
+            "per_round": [r["cpu_ms_per_command"] for r in results],
+            "emf_lines": [r["emf_lines"] for r in results],
+            "traced_turns": [r["traced_turns"] for r in results],
+            "duplicates": sum(r["duplicates"] for r in results),
+        }
+    base = summary["off"]["cpu_ms_per_command"]
+    for name in summary:
+        summary[name]["overhead"] = summary[name]["cpu_ms_per_command"] / base - 1
+        # Round by round against the "off" run just before: the spread the pooled figure hides.
+        summary[name]["overhead_per_round"] = [
+            mine / off - 1
+            for mine, off in zip(
+                summary[name]["per_round"], summary["off"]["per_round"], strict=True
+            )
+        ]
+    return summary
+
+
+def path_cost(turns: int = 5_000, repeats: int = 5) -> dict[str, float]:
+    """µs of CPU per turn of the telemetry path in each configuration, and with none of it."""
+    from bench.parts.telemetry_path import time_path
+
+    return {name: time_path(name, turns=turns, repeats=repeats) for name in ("none", *CONFIGS)}
+
+
+def path_share(result: dict[str, Any], name: str, cpu_ms_per_command: float) -> float:
+    """What the path adds to a command in ``name``, over none of it, as a share of
+    ``cpu_ms_per_command``."""
+    path = result["path"]
+    return (path[name] - path["none"]) / (1000 * cpu_ms_per_command)
+
+
+def target_line(
+    result: dict[str, Any], full_load_cpu_ms: float | None = None
+) -> tuple[str, str, bool]:
+    """(target, measured, met) for the report's table. Met on the end-to-end figure; the
+    path alone is said beside it, against the worker's CPU per command at full load (part
+    3) when known, where the same microseconds weigh most."""
+    summary = result["summary"]
+    on, sdk = summary["on"]["overhead"], summary["sdk"]["overhead"]
+    base = full_load_cpu_ms or summary["off"]["cpu_ms_per_command"]
+    where = "at full load (part 3)" if full_load_cpu_ms else f"at {RATE:g}/s"
+    return (
+        "metrics and tracing on: < 5% more worker CPU per command (issue 13)",
+        f"{100 * on:+.1f}% end to end at {RATE:g}/s (with an OpenTelemetry SDK making spans: "
+        f"{100 * sdk:+.1f}%); the telemetry path alone: "
+        f"{100 * path_share(result, 'on', base):.1f}% of a command's CPU {where} "
+        f"(SDK: {100 * path_share(result, 'sdk', base):.1f}%)",
+        on < TARGET,
+    )
+
+
+def markdown(result: dict[str, Any], full_load_cpu_ms: float | None = None) -> list[str]:
+    summary, figures, path = result["summary"], result["plan"], result["path"]
+    lines = [
+        "## 7. What operating it costs: metrics and tracing on vs off",
+        "",
+        f"**End to end.** The worker in three configurations, interleaved over "
+        f"{figures['rounds']} round(s) of {figures['commands']} commands each, fed open-loop at "
+        f"{figures['rate']:g} commands/s (fresh process and queues, 40-command warm-up; a fixed "
+        "rate gives every configuration the same arrivals, so the same batches). The figure "
+        "is the worker's own CPU per command.",
+        "",
+        "| configuration | CPU ms / command (per round) | vs off (per round) | EMF lines | "
+        "turns in a trace |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    for row in summary.values():
+        rounds = ", ".join(f"{v:.3f}" for v in row["per_round"])
+        ratios = ", ".join(f"{100 * v:+.1f}%" for v in row["overhead_per_round"])
+        lines.append(
+            f"| {row['label']} | {row['cpu_ms_per_command']:.3f} ({rounds}) | "
+            f"{100 * row['overhead']:+.1f}% ({ratios}) | "
+            f"{', '.join(str(n) for n in row['emf_lines'])} | "
+            f"{', '.join(str(n) for n in row['traced_turns'])} |"
+        )
+    base = full_load_cpu_ms or summary["off"]["cpu_ms_per_command"]
+    where = "at full load (part 3's worker)" if full_load_cpu_ms else f"at {figures['rate']:g}/s"
+    lines += [
+        "",
+        "**The telemetry path alone** (`bench/parts/telemetry_path.py`: a turn's hooks as the "
+        "consumer "
+        "and the stage call them, an EMF flush every 1,000 turns; CPU time per turn, best of 5 "
+        f"runs of 5,000), and what it adds to a command's CPU {where} ({base:.2f} ms):",
+        "",
+        "| configuration | µs / turn | added over none | share of a command |",
+        "| --- | ---: | ---: | ---: |",
+        f"| none (the turn's log context only, as before issue 13) | {path['none']:.1f} | – | – |",
+    ]
+    for name in CONFIGS:
+        lines.append(
+            f"| {CONFIGS[name]['label']} | {path[name]:.1f} | {path[name] - path['none']:.1f} | "
+            f"{100 * path_share(result, name, base):.1f}% |"
+        )
+    lines += [
+        "",
+        "`on` is what the container runs by default: the EMF book (a dict update per count, a "
+        "list append per value; one flush a minute, values added in bulk), the X-Ray header "
+        "parsed and, with no SDK, no span machinery at all; the header formatted once per turn "
+        "for all its sends; `trace_id` bound to the turn's log lines. `on, SDK` makes real "
+        "spans (attributes set, batched; exporting them, a collector's work, is not measured). "
+        "On two shared cores the end-to-end figures move by several percent from run to run; "
+        "the path's do not. Reproduce alone: `.venv/bin/python -m bench.parts.telemetry_overhead` "
+        "(`--quick`: one round of 240).",
+    ]
+    return lines
+
+
+async def _standalone(quick: bool) -> dict[str, Any]:
+    workdir = REPO_ROOT / ".bench" / "telemetry"
+    workdir.mkdir(parents=True, exist_ok=True)
+    from worker.cli.runtime import aws_clients
+
+    with local_servers() as servers:
+        os.environ.update(servers.environ())
+        async with aws_clients(pool_size=64) as clients:
+            table = "ops-history"
+            await create_bench_resources(clients, "ops", table)
+            built, text = mixed_conversations(40 if quick else 100)
+            await seed(clients.dynamodb, table, built)
+            pool = [conversation for conversation, _ in built]
+            return await measure(
+                clients, servers, pool, text, table=table, workdir=workdir, quick=quick, say=print
+            )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--quick", action="store_true", help="one round of 240 commands")
+    args = parser.parse_args(argv)
+    result = asyncio.run(_standalone(args.quick))
+    print("\n".join(markdown(result)))
+    target, figure, met = target_line(result)
+    print(f"{'MET ' if met else 'MISSED'}  {target}: {figure}")
+    out = REPO_ROOT / ".bench" / "telemetry" / "results.json"
+    out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,267 @@
+"""The stack's IAM as AWS evaluates it, for one concrete stack (account, region, stack name,
+generated bucket name): the template's intrinsic functions resolved, then every call the
+worker makes, on the exact ARN it makes it on, put to the policy evaluator — with the bucket
+policy in force — and a few calls that must not be allowed.
+
+The ARNs come from what the worker is given, not from the policy: the queue URLs, table and
+bucket in the task definition's environment, the dead-letter queue from the converse queue's
+redrive policy (the worker reads it there), and the keys from the code's own key scheme.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from tests.infra.cfn_stack import ConcreteStack, queue_arn_from_url
+from tests.infra.iam_policy import Decision, Principal, Request, evaluate
+from tests.infra.test_task_role_matches_the_code import (
+    GRANTED_FOR_AWS_ERROR_ANSWERS,
+    actions_the_code_calls,
+)
+from worker.turn.payloads import payload_key
+
+STACK = ConcreteStack()
+OTHER_ACCOUNT = "444455556666"
+#: An inbound payload at the Extended Client's default key: a bare UUID at the bucket root.
+INBOUND_KEY = "8c3d6f1e-2b4a-4c5d-9e8f-0a1b2c3d4e5f"
+TLS = {"aws:SecureTransport": "true"}
+
+
+@dataclass(frozen=True)
+class Worker:
+    """What the worker is given and derives, as ARNs."""
+
+    converse_queue: str
+    dead_letter_queue: str
+    model_queue: str
+    compaction_queue: str
+    table: str
+    bucket: str
+    bucket_name: str
+    role: str
+
+
+def worker_of(stack: ConcreteStack) -> Worker:
+    resources = stack.template["Resources"]
+    (container,) = stack.resolve(resources["TaskDefinition"]["Properties"]["ContainerDefinitions"])
+    env = {entry["Name"]: entry["Value"] for entry in container["Environment"]}
+    redrive = stack.resolve(resources["ConverseQueue"]["Properties"]["RedrivePolicy"])
+    table_arn = f"arn:aws:dynamodb:{stack.region}:{stack.account}:table/{env['HISTORY_TABLE']}"
+    return Worker(
+        converse_queue=queue_arn_from_url(env["CONVERSE_QUEUE_URL"]),
+        dead_letter_queue=redrive["deadLetterTargetArn"],
+        model_queue=queue_arn_from_url(env["MODEL_QUEUE_URL"]),
+        compaction_queue=queue_arn_from_url(env["COMPACTION_QUEUE_URL"]),
+        table=table_arn,
+        bucket=f"arn:aws:s3:::{env['PAYLOAD_BUCKET']}",
+        bucket_name=env["PAYLOAD_BUCKET"],
+        role=stack.resolve({"Fn::GetAtt": ["TaskRole", "Arn"]}),
+    )
+
+
+WORKER = worker_of(STACK)
+
+
+def task_role_policies(stack: ConcreteStack) -> list[dict[str, Any]]:
+    """The task role's own policies and the bucket policy: all that AWS weighs for its calls."""
+    resources = stack.template["Resources"]
+    role = stack.resolve(resources["TaskRole"]["Properties"])
+    bucket_policy = stack.resolve(resources["PayloadBucketPolicy"]["Properties"])
+    assert bucket_policy["Bucket"] == WORKER.bucket_name
+    return [p["PolicyDocument"] for p in role["Policies"]] + [bucket_policy["PolicyDocument"]]
+
+
+def as_the_worker(action: str, resource: str, context: dict[str, str] | None = None) -> Decision:
+    request = Request(action, resource, Principal("AWS", WORKER.role), context or TLS)
+    return evaluate(task_role_policies(STACK), request)
+
+
+#: Each call the worker makes (IAM action) and the ARN it makes it on.
+WORKER_CALLS: list[tuple[str, Callable[[Worker], str]]] = [
+    ("sqs:ReceiveMessage", lambda w: w.converse_queue),
+    ("sqs:DeleteMessage", lambda w: w.converse_queue),
+    ("sqs:ChangeMessageVisibility", lambda w: w.converse_queue),
+    ("sqs:GetQueueAttributes", lambda w: w.converse_queue),
+    ("sqs:GetQueueUrl", lambda w: w.dead_letter_queue),
+    ("sqs:SendMessage", lambda w: w.dead_letter_queue),
+    ("sqs:SendMessage", lambda w: w.model_queue),
+    ("sqs:SendMessage", lambda w: w.compaction_queue),
+    ("dynamodb:Query", lambda w: w.table),
+    ("dynamodb:UpdateItem", lambda w: w.table),
+    ("dynamodb:GetItem", lambda w: w.table),
+    ("dynamodb:BatchWriteItem", lambda w: w.table),
+    ("s3:GetObject", lambda w: f"{w.bucket}/{INBOUND_KEY}"),
+    ("s3:GetObject", lambda w: f"{w.bucket}/producers/{INBOUND_KEY}"),
+    ("s3:PutObject", lambda w: f"{w.bucket}/{payload_key('matter-1187', 'c-8f2e')}"),
+    ("s3:ListBucket", lambda w: w.bucket),
+]
+
+#: Calls the worker must not be able to make, and why each matters.
+FORBIDDEN_CALLS: list[tuple[str, Callable[[Worker], str], str]] = [
+    ("s3:GetObject", lambda w: f"arn:aws:s3:::another-bucket/{INBOUND_KEY}", "another bucket"),
+    ("s3:ListBucket", lambda _: "arn:aws:s3:::another-bucket", "list another bucket"),
+    ("s3:PutObject", lambda w: f"{w.bucket}/{INBOUND_KEY}", "write outside payloads/"),
+    ("s3:PutObject", lambda w: f"{w.bucket}/payloadsX/a.json", "a look-alike prefix"),
+    ("s3:PutObject", lambda _: "arn:aws:s3:::another-bucket/payloads/a.json", "another bucket"),
+    ("s3:DeleteObject", lambda w: f"{w.bucket}/payloads/a.json", "delete a payload"),
+    (
+        "dynamodb:Query",
+        lambda _: f"arn:aws:dynamodb:{STACK.region}:{STACK.account}:table/other-history",
+        "another table",
+    ),
+    ("dynamodb:DeleteItem", lambda w: w.table, "delete history"),
+    ("dynamodb:PutItem", lambda w: w.table, "write history"),
+    (
+        "sqs:SendMessage",
+        lambda _: f"arn:aws:sqs:{STACK.region}:{STACK.account}:other-model",
+        "another queue",
+    ),
+    (
+        "sqs:SendMessage",
+        lambda w: w.model_queue.replace(STACK.account, OTHER_ACCOUNT),
+        "the same name in another account",
+    ),
+    ("sqs:SendMessage", lambda w: w.converse_queue, "feed its own input"),
+    ("sqs:ReceiveMessage", lambda w: w.model_queue, "consume its own output"),
+    ("sqs:ReceiveMessage", lambda w: w.dead_letter_queue, "consume dead letters"),
+    ("sqs:StartMessageMoveTask", lambda w: w.dead_letter_queue, "an operator's redrive"),
+]
+
+
+def test_the_concrete_stack_names_what_the_template_names() -> None:
+    """Guard the resolution itself: the ARNs follow the stack name, account and region."""
+    assert WORKER.converse_queue == "arn:aws:sqs:eu-west-1:111122223333:mira-converse"
+    assert WORKER.dead_letter_queue == "arn:aws:sqs:eu-west-1:111122223333:mira-converse-dlq"
+    assert WORKER.table == "arn:aws:dynamodb:eu-west-1:111122223333:table/mira-history"
+    assert WORKER.bucket == f"arn:aws:s3:::{STACK.bucket}"
+
+
+def test_every_action_the_code_calls_is_evaluated_here() -> None:
+    evaluated = {action for action, _ in WORKER_CALLS}
+    assert evaluated == actions_the_code_calls() | GRANTED_FOR_AWS_ERROR_ANSWERS
+
+
+@pytest.mark.parametrize(
+    ("action", "resource_of"),
+    WORKER_CALLS,
+    ids=[f"{action}-{i}" for i, (action, _) in enumerate(WORKER_CALLS)],
+)
+def test_the_task_role_allows_each_call_the_worker_makes(
+    action: str, resource_of: Callable[[Worker], str]
+) -> None:
+    assert as_the_worker(action, resource_of(WORKER)) is Decision.ALLOWED
+
+
+@pytest.mark.parametrize(
+    ("action", "resource_of", "why"),
+    FORBIDDEN_CALLS,
+    ids=[why for _, _, why in FORBIDDEN_CALLS],
+)
+def test_the_task_role_refuses_calls_outside_the_stage(
+    action: str, resource_of: Callable[[Worker], str], why: str
+) -> None:
+    assert as_the_worker(action, resource_of(WORKER)) is not Decision.ALLOWED, why
+
+
+def test_the_bucket_refuses_the_worker_over_plain_http() -> None:
+    key = f"{WORKER.bucket}/{INBOUND_KEY}"
+    assert as_the_worker("s3:GetObject", key, {"aws:SecureTransport": "false"}) is (
+        Decision.EXPLICIT_DENY
+    )
+
+
+# ---------------------------------------------------------------------------- execution role
+
+
+def execution_role_policies(stack: ConcreteStack) -> list[dict[str, Any]]:
+    role = stack.resolve(stack.template["Resources"]["TaskExecutionRole"]["Properties"])
+    return [p["PolicyDocument"] for p in role["Policies"]]
+
+
+def as_the_agent(stack: ConcreteStack, action: str, resource: str) -> Decision:
+    agent = Principal("AWS", stack.resolve({"Fn::GetAtt": ["TaskExecutionRole", "Arn"]}))
+    return evaluate(execution_role_policies(stack), Request(action, resource, agent, TLS))
+
+
+LAYER_ACTIONS = [
+    "ecr:BatchCheckLayerAvailability",
+    "ecr:GetDownloadUrlForLayer",
+    "ecr:BatchGetImage",
+]
+DIGEST = "sha256:" + "0123456789abcdef" * 4
+
+
+@pytest.mark.parametrize(
+    ("image", "repository"),
+    [
+        (
+            "111122223333.dkr.ecr.eu-west-1.amazonaws.com/mira-converse-worker:0.1.0",
+            "arn:aws:ecr:eu-west-1:111122223333:repository/mira-converse-worker",
+        ),
+        (
+            f"111122223333.dkr.ecr.eu-west-1.amazonaws.com/mira-converse-worker:0.1.0@{DIGEST}",
+            "arn:aws:ecr:eu-west-1:111122223333:repository/mira-converse-worker",
+        ),
+        (
+            f"999988887777.dkr.ecr.us-east-2.amazonaws.com/platform/mira/worker@{DIGEST}",
+            "arn:aws:ecr:us-east-2:999988887777:repository/platform/mira/worker",
+        ),
+    ],
+    ids=["tag", "tag-and-digest", "other-registry-nested-name-digest"],
+)
+def test_the_execution_role_pulls_layers_from_the_images_repository_only(
+    image: str, repository: str
+) -> None:
+    stack = ConcreteStack(parameters={"ContainerImage": image})
+    for action in LAYER_ACTIONS:
+        assert as_the_agent(stack, action, repository) is Decision.ALLOWED, action
+        for other in (
+            f"{repository}-other",
+            f"{repository}/nested",
+            repository.replace("ecr:", "ecr:x"),
+        ):
+            assert as_the_agent(stack, action, other) is not Decision.ALLOWED, (action, other)
+    assert as_the_agent(stack, "ecr:GetAuthorizationToken", "*") is Decision.ALLOWED
+
+
+def test_the_execution_role_writes_to_its_own_log_group_only() -> None:
+    group = STACK.resolve({"Fn::GetAtt": ["WorkerLogGroup", "Arn"]}).removesuffix(":*")
+    stream = f"{group}:log-stream:converse/worker/0123456789abcdef"
+    assert as_the_agent(STACK, "logs:PutLogEvents", stream) is Decision.ALLOWED
+    other = stream.replace(group.rsplit(":", 1)[-1], "another-group")
+    assert as_the_agent(STACK, "logs:PutLogEvents", other) is not Decision.ALLOWED
+    assert as_the_agent(STACK, "s3:GetObject", f"{WORKER.bucket}/{INBOUND_KEY}") is not (
+        Decision.ALLOWED
+    )
+
+
+# ---------------------------------------------------------------------------- who may assume
+
+
+@pytest.mark.parametrize("role", ["TaskRole", "TaskExecutionRole"])
+@pytest.mark.parametrize(
+    ("account", "allowed"),
+    [(STACK.account, True), (OTHER_ACCOUNT, False)],
+    ids=["this-account", "another-account"],
+)
+def test_only_ecs_on_behalf_of_this_account_may_assume_the_roles(
+    role: str, account: str, allowed: bool
+) -> None:
+    """The confused-deputy guard: ECS assuming the role for another account's task fails."""
+    trust = STACK.resolve(
+        STACK.template["Resources"][role]["Properties"]["AssumeRolePolicyDocument"]
+    )
+    request = Request(
+        "sts:AssumeRole",
+        STACK.resolve({"Fn::GetAtt": [role, "Arn"]}),
+        Principal("Service", "ecs-tasks.amazonaws.com"),
+        {
+            "aws:SourceAccount": account,
+            "aws:SourceArn": f"arn:aws:ecs:{STACK.region}:{account}:task/mira/0123456789abcdef",
+        },
+    )
+    assert (evaluate([trust], request) is Decision.ALLOWED) is allowed

@@ -1,0 +1,241 @@
+"""Wiring: aioboto3 clients, adapters, the stage and the consumer, for one worker process."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import aioboto3
+from aiobotocore.config import AioConfig
+from opentelemetry.trace import TracerProvider
+
+from worker.adapters.dynamodb import DynamoHistoryStore
+from worker.adapters.ledger import DynamoCommandLedger
+from worker.adapters.s3 import S3ObjectStore
+from worker.adapters.sqs import QueueDescription, SqsQueue
+from worker.cli.batched_turns import batched_turns
+from worker.consumer.loop import Consumer
+from worker.delivery.policy import RECEIVE_BACKOFF
+from worker.errors import ConfigError, StoreUnavailable
+from worker.logs import get_logger
+from worker.ports import CommandLedger, MessageSender
+from worker.settings import Settings
+from worker.telemetry.health import HealthFile, Liveness
+from worker.telemetry.metrics import (
+    LIVENESS_FAILURES,
+    NO_METRICS,
+    QUEUE_DIMENSION,
+    SERVICE,
+    SERVICE_DIMENSION,
+    EmfFlusher,
+    MetricsBook,
+)
+from worker.telemetry.probe import LOOPS
+from worker.telemetry.tracing import get_tracer
+from worker.telemetry.turn import Telemetry
+from worker.timing import LoopClock, sleep_unless
+from worker.turn.payloads import OffloadingSender
+from worker.turn.stage import ConverseStage
+
+log = get_logger()
+
+
+@dataclass(frozen=True, slots=True)
+class Clients:
+    sqs: Any
+    dynamodb: Any
+    s3: Any
+
+
+@asynccontextmanager
+async def aws_clients(pool_size: int = 50) -> AsyncIterator[Clients]:
+    """One client per service for the whole process (endpoint and region from boto's env).
+
+    botocore's client-side parameter validation is off: every request here is built by
+    the adapters' fixed code, the services validate it again anyway, and a refusal from
+    either side ends the same way (``StoreUnavailable``, retried). It walked each request
+    against the service model, about 4% of the worker's CPU per command under load
+    (``make bench``, docs/BENCHMARKS.md).
+    """
+    config = AioConfig(
+        max_pool_connections=pool_size,
+        retries={"mode": "standard", "max_attempts": 3},
+        connect_timeout=5,
+        read_timeout=30,  # above the 20 s long poll
+        parameter_validation=False,
+    )
+    session = aioboto3.Session()
+    async with AsyncExitStack() as stack:
+        yield Clients(
+            sqs=await stack.enter_async_context(session.client("sqs", config=config)),
+            dynamodb=await stack.enter_async_context(session.client("dynamodb", config=config)),
+            s3=await stack.enter_async_context(session.client("s3", config=config)),
+        )
+
+
+async def describe_converse_queue(
+    converse: SqsQueue,
+    settings: Settings,
+    stopping: asyncio.Event,
+    beat: Callable[[], None] = lambda: None,
+) -> QueueDescription | None:
+    """The converse queue's visibility and DLQ, waiting out an unreachable endpoint.
+
+    Raises ConfigError when the queue has no dead-letter queue or its visibility timeout
+    does not leave room for the shutdown grace period; None if stopped first.
+    """
+    failures = 0
+    while not stopping.is_set():
+        beat()  # waiting out an endpoint is not being wedged
+        try:
+            description = await converse.describe()
+        except StoreUnavailable as exc:
+            failures += 1
+            log.warning("clerk.converse_startup_retry", error=str(exc))
+            await sleep_unless(LoopClock(), stopping, RECEIVE_BACKOFF.delay(failures))
+            continue
+        if description.dead_letter is None:
+            raise ConfigError(
+                "CONVERSE_QUEUE_URL: the queue has no RedrivePolicy, so rejected commands "
+                "would have nowhere to go; give it a dead-letter queue"
+            )
+        if settings.shutdown_grace_seconds >= description.visibility_timeout:
+            raise ConfigError(
+                f"SHUTDOWN_GRACE_SECONDS ({settings.shutdown_grace_seconds:g}) must be below "
+                f"the converse queue's VisibilityTimeout ({description.visibility_timeout}): "
+                "work still draining must not be delivered to another worker"
+            )
+        return description
+    return None
+
+
+def offloading(queue: MessageSender, clients: Clients, settings: Settings) -> OffloadingSender:
+    """``queue`` with bodies over the inline limit moved to the payload bucket."""
+    return OffloadingSender(
+        queue,
+        S3ObjectStore(clients.s3),
+        bucket=settings.payload_bucket,
+        inline_max_bytes=settings.payload_inline_max_bytes,
+    )
+
+
+def build_stage(
+    clients: Clients,
+    settings: Settings,
+    *,
+    visibility_timeout: int,
+    model_queue: MessageSender | None = None,
+    ledger: CommandLedger | None = None,
+) -> ConverseStage:
+    """The stage over the real adapters; command leases last one visibility timeout."""
+    return ConverseStage(
+        history=DynamoHistoryStore(clients.dynamodb, settings.history_table),
+        ledger=ledger or DynamoCommandLedger(clients.dynamodb, settings.history_table),
+        model_queue=offloading(
+            model_queue or SqsQueue(clients.sqs, settings.model_queue_url), clients, settings
+        ),
+        compaction_queue=offloading(
+            SqsQueue(clients.sqs, settings.compaction_queue_url), clients, settings
+        ),
+        objects=S3ObjectStore(clients.s3),
+        settings=settings,
+        lease=timedelta(seconds=visibility_timeout),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Operations:
+    telemetry: Telemetry
+    liveness: Liveness
+
+
+def queue_name(url: str) -> str:
+    return url.rstrip("/").rsplit("/", 1)[-1]
+
+
+@asynccontextmanager
+async def operating(
+    settings: Settings, tracer_provider: TracerProvider | None = None
+) -> AsyncIterator[Operations]:
+    """The liveness file and the metrics flusher, for as long as the block runs; leaving it
+    writes the last metrics (a worker that scales in loses no counts) and removes the file."""
+    clock = LoopClock()
+    liveness = Liveness(clock, settings.health_max_silence_seconds)
+    queue = queue_name(settings.converse_queue_url)
+    done = asyncio.Event()
+    tasks = []
+    if settings.health_file:
+        writer = HealthFile(Path(settings.health_file), liveness, clock=clock)
+        tasks.append(asyncio.create_task(writer.run(done), name="health-file"))
+    book = MetricsBook() if settings.metrics == "emf" else None
+    if book is not None:
+        flusher = EmfFlusher(
+            book,
+            dimensions={SERVICE_DIMENSION: SERVICE, QUEUE_DIMENSION: queue},
+            interval=settings.metrics_flush_seconds,
+            clock=clock,
+            before_flush=lambda book: book.count(LIVENESS_FAILURES, int(bool(liveness.failing()))),
+        )
+        tasks.append(asyncio.create_task(flusher.run(done), name="metrics-flush"))
+    telemetry = Telemetry(
+        metrics=book or NO_METRICS,
+        tracer=get_tracer(tracer_provider),
+        clock=clock,
+        queue_name=queue,
+    )
+    try:
+        yield Operations(telemetry, liveness)
+    finally:
+        done.set()
+        await asyncio.gather(*tasks)
+
+
+async def run_worker(
+    settings: Settings, stopping: asyncio.Event, *, tracer_provider: TracerProvider | None = None
+) -> None:
+    """Run one consumer until ``stopping`` is set; raises ConfigError on a bad deployment.
+    Spans go to ``tracer_provider``, or to the global one (a no-op unless an SDK set it)."""
+    async with (
+        aws_clients(pool_size=max(10, settings.worker_concurrency + 10)) as clients,
+        operating(settings, tracer_provider) as ops,
+    ):
+        converse = SqsQueue(clients.sqs, settings.converse_queue_url)
+        # Waiting out an unreachable endpoint at start-up is progress for both loops.
+        description = await describe_converse_queue(
+            converse, settings, stopping, beat=lambda: ops.liveness.beat(*LOOPS)
+        )
+        if description is None or description.dead_letter is None:
+            return
+        visibility = description.visibility_timeout
+        # Prompts from concurrent turns leave in SendMessageBatch calls, their done marks in
+        # BatchWriteItem calls.
+        batched = batched_turns(
+            clients.sqs,
+            clients.dynamodb,
+            model_queue_url=settings.model_queue_url,
+            table=settings.history_table,
+        )
+        stage = build_stage(
+            clients,
+            settings,
+            visibility_timeout=visibility,
+            model_queue=batched.model_queue,
+            ledger=batched.ledger,
+        )
+        consumer = Consumer(
+            source=batched.source(converse),
+            stage=batched.stage(stage),
+            dead_letters=offloading(description.dead_letter, clients, settings),
+            policy=settings.consumer_policy(visibility_timeout=visibility),
+            telemetry=ops.telemetry,
+            liveness=ops.liveness,
+        )
+        try:
+            await consumer.run(stopping)
+        finally:
+            await batched.close()

@@ -1,0 +1,92 @@
+"""Settling a message: the consumer acting on the stage's outcome for it.
+
+Each received message yields one :data:`~worker.delivery.outcomes.Outcome`. ``Done``
+deletes it (deletes leave in batches of ten, or after a short linger, and each entry SQS
+refuses is logged);
+``Rejected`` sends it to the dead-letter queue with the reason, then deletes it;
+``Retry`` returns it to the queue after a delay, by default a jittered backoff on its
+receive count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from worker.consumer.leases import Leases, log_refused
+from worker.delivery.batching import Batcher
+from worker.delivery.outcomes import Done, Outcome, Rejected, Retry
+from worker.delivery.policy import DELETE_LINGER_SECONDS, ConsumerPolicy
+from worker.logs import get_logger, log_failure
+from worker.ports import MessageSender, MessageSource, ReceivedMessage
+from worker.timing import Clock, Jitter
+
+log = get_logger()
+
+
+class Outcomes:
+    """Acts on outcomes for one consumer; :meth:`close` flushes the deletes still queued."""
+
+    def __init__(
+        self,
+        *,
+        source: MessageSource,
+        dead_letters: MessageSender,
+        leases: Leases,
+        policy: ConsumerPolicy,
+        clock: Clock,
+        jitter: Jitter,
+    ) -> None:
+        self._source = source
+        self._dead_letters = dead_letters
+        self._leases = leases
+        self._policy = policy
+        self._jitter = jitter
+        self._deleter: Batcher[ReceivedMessage, None] = Batcher(
+            self._delete_batch,
+            linger=DELETE_LINGER_SECONDS,
+            max_linger=DELETE_LINGER_SECONDS,  # from the first delete: not on any latency path
+            name="delete-batch",
+            clock=clock,
+        )
+
+    async def act(self, message: ReceivedMessage, outcome: Outcome) -> None:
+        match outcome:
+            case Done():
+                self._deleter.submit(message)
+            case Rejected(reason=reason):
+                await self._dead_letter(message, reason)
+            case Retry(delay=delay):
+                seconds = (
+                    round(delay)
+                    if delay is not None
+                    else self._policy.retry_delay(message.receive_count, self._jitter)
+                )
+                await self._leases.set_visibility([message], seconds, "clerk.converse_retry_failed")
+
+    async def close(self) -> None:
+        await self._deleter.close()
+
+    async def _dead_letter(self, message: ReceivedMessage, reason: str) -> None:
+        log.warning("clerk.converse_command_rejected", reason=reason)
+        try:
+            await self._dead_letters.send(
+                message.body,
+                group_id=message.message_id,
+                deduplication_id=message.message_id,
+                attributes={"RejectionReason": reason, "RejectedMessageId": message.message_id},
+            )
+        except Exception as exc:
+            log_failure("clerk.converse_dead_letter_failed", exc)
+            return  # not deleted: it comes back and is rejected again
+        self._deleter.submit(message)
+
+    async def _delete_batch(self, batch: Sequence[ReceivedMessage]) -> list[None]:
+        try:
+            failures = await self._source.delete_batch(batch)
+        except Exception as exc:
+            # The messages come back after their visibility timeout; the ledger makes
+            # a redelivery a no-op.
+            log_failure("clerk.converse_delete_failed", exc, count=len(batch))
+        else:
+            log_refused("clerk.converse_delete_failed", failures)
+        return [None] * len(batch)

@@ -1,0 +1,89 @@
+"""The turn's I/O around the memory core: how far back it reads, what it logs of the
+core's work, and the fold request's send.
+
+A turn reads one page of the history table. Only when the window's floor would open on
+an answer whose question lies beyond that page (a run of answers longer than a page)
+does it read older pages, one Query each, until the question is in or nothing older is
+left.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+
+from worker.logs import get_logger
+from worker.memory import CompactionPlan, ConverseView, FoldGap, Window, bound_history
+from worker.ports import HistoryPage, HistoryStore, MessageSender
+from worker.settings import Settings
+from worker.turn.commands import ConverseCommand, compaction_request, encode_body
+
+log = get_logger()
+
+
+async def read_window(
+    store: HistoryStore, conversation_id: str, settings: Settings
+) -> tuple[HistoryPage, Window]:
+    """The newest page, extended by older pages while the window's floor needs them, and
+    the window over what was read."""
+    size, limits = settings.history_page_size, settings.window_limits
+    page = await store.load_page(conversation_id, size)
+    window = bound_history(page.messages, limits)
+    while page.older is not None and window.floor_needs_older:
+        page = page.extended_by(await store.load_page(conversation_id, size, older_than=page.older))
+        window = bound_history(page.messages, limits)
+    return page, window
+
+
+def fold_request_sender(
+    queue: MessageSender, command: ConverseCommand, *, claimed_at: datetime
+) -> Callable[[CompactionPlan], Awaitable[object]]:
+    """How the enqueuer sends a plan: the contract's compaction request on ``queue``.
+
+    The deduplication id names the claim (stretch and time), so a request sent again after
+    the retry period is a new message while a retried send of one claim is not.
+    """
+
+    async def send(plan: CompactionPlan) -> str:
+        return await queue.send(
+            encode_body(compaction_request(command, plan)),
+            group_id=command.conversation_id,
+            deduplication_id=f"compact:{command.conversation_id}:{plan.through}:"
+            f"{int(claimed_at.timestamp())}",
+        )
+
+    return send
+
+
+def log_memory(page: HistoryPage, window: Window, gap: FoldGap | None, view: ConverseView) -> None:
+    """Log what the core did to this turn's history: ids and counts, never content."""
+    if page.malformed:
+        log.warning(
+            "clerk.converse_history_entries_dropped",
+            count=len(page.malformed),
+            reasons=dict(Counter(page.malformed)),
+        )
+    if window.dropped or page.queries > 1:
+        log.info(
+            "clerk.converse_history_window_bounded",
+            dropped=window.dropped,
+            kept=window.kept,
+            trimmed=window.trimmed,
+            estimated_tokens=window.estimated_tokens,
+            floor_overrode_budget=window.floor_overrode_budget,
+            extra_queries=page.queries - 1,
+        )
+    if gap is not None:
+        log.warning(
+            "clerk.converse_history_fold_gap",
+            unfolded_dropped=gap.count,
+            first_seq=gap.first_seq,
+            last_seq=gap.last_seq,
+        )
+    if view.left_out:
+        log.info(
+            "clerk.converse_messages_left_out",
+            count=len(view.left_out),
+            reasons=dict(Counter(left.reason for left in view.left_out)),
+        )

@@ -1,0 +1,225 @@
+"""The converse stage's turn: command in, one Query, the window, the prompt out, maybe a fold.
+
+Each received message yields an :data:`Outcome`; the consumer acts on it (delete,
+dead-letter, or return to the queue with a delay). Nothing here deletes or logs content.
+
+Idempotency: before forwarding, the command is claimed in the ledger (a conditional
+write keyed on ``command_id``). A command already done is deleted without a second
+forward; one in progress under a live lease is left for later; one whose lease expired
+is taken over. The one residual window, a crash after the send and before the record is
+marked done, is closed by a FIFO model queue (deduplication id = command id).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Protocol
+
+from structlog.contextvars import bound_contextvars
+
+from worker.delivery.outcomes import Done, Outcome, Rejected, Retry
+from worker.errors import RejectedCommand, RetryableError
+from worker.logs import get_logger
+from worker.memory import fold_gap, render_converse
+from worker.memory.compaction import maybe_enqueue_compaction
+from worker.ports import (
+    CommandLedger,
+    FoldClaims,
+    HistoryPage,
+    HistoryStore,
+    MessageSender,
+    ObjectStore,
+    ReceivedMessage,
+)
+from worker.settings import Settings
+from worker.telemetry import turn as telemetry
+from worker.turn.commands import ConverseCommand, encode_body, parse_command, prompt_payload
+from worker.turn.history import fold_request_sender, log_memory, read_window
+from worker.turn.payloads import resolve_body
+
+log = get_logger()
+
+#: Pauses between tries to mark a forwarded command done (about 16 s in all).
+FINISH_RETRY_DELAYS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
+
+
+class History(HistoryStore, FoldClaims, Protocol):
+    """The history table as the stage uses it: read a page, claim a fold request."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Active:
+    command: ConverseCommand
+    owner: str
+
+
+class ConverseStage:
+    def __init__(
+        self,
+        *,
+        history: History,
+        ledger: CommandLedger,
+        model_queue: MessageSender,
+        compaction_queue: MessageSender,
+        objects: ObjectStore,
+        settings: Settings,
+        lease: timedelta,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self._history = history
+        self._ledger = ledger
+        self._model_queue = model_queue
+        self._compaction_queue = compaction_queue
+        self._objects = objects
+        self._settings = settings
+        self._lease = lease
+        self._clock = clock
+        self._sleep = sleep
+        self._worker_id = uuid.uuid4().hex[:12]
+        self._active: dict[str, _Active] = {}
+
+    async def handle(self, message: ReceivedMessage) -> Outcome:
+        try:
+            command = parse_command(await resolve_body(message, self._objects))
+        except RejectedCommand as exc:
+            return Rejected(exc.reason)
+        except RetryableError as exc:
+            log.warning("clerk.converse_command_retry", error=str(exc))
+            return Retry(str(exc))
+        with bound_contextvars(
+            conversation_id=command.conversation_id, command_id=command.command_id
+        ):
+            owner = f"{self._worker_id}/{message.message_id}/{message.receive_count}"
+            try:
+                return await self._handle(message, command, owner)
+            except RetryableError as exc:
+                log.warning("clerk.converse_command_retry", error=str(exc))
+                return Retry(str(exc))
+
+    async def _handle(
+        self, message: ReceivedMessage, command: ConverseCommand, owner: str
+    ) -> Outcome:
+        ledger = self._ledger
+        ids = (command.conversation_id, command.command_id)
+        claim = await ledger.begin(*ids, owner=owner, lease=self._lease, now=self._clock())
+        if claim.state == "done":
+            log.info("clerk.converse_command_duplicate")
+            telemetry.duplicate_skipped()
+            return Done()
+        if claim.state == "busy":
+            remaining = (claim.lease_until or self._clock()) - self._clock()
+            log.info("clerk.converse_command_in_progress_elsewhere")
+            return Retry(
+                "in progress elsewhere",
+                delay=max(1.0, remaining.total_seconds() + 1),
+                failure=False,
+            )
+
+        self._active[message.message_id] = _Active(command, owner)
+        try:
+            page = await self.forward(command)
+        except BaseException:
+            self._active.pop(message.message_id, None)
+            with contextlib.suppress(RetryableError):  # else the lease runs out by itself
+                await ledger.abandon(*ids, owner=owner)
+            raise
+        try:
+            await self._finish(*ids, owner=owner)
+        finally:
+            self._active.pop(message.message_id, None)
+        await self.request_fold(command, page)
+        return Done()
+
+    async def _finish(self, conversation_id: str, command_id: str, *, owner: str) -> None:
+        """Mark the command done, trying through a short outage (the message's lease is
+        kept alive meanwhile). The prompt is out, so a failure never means a retry: that
+        would forward it twice. If every try fails, the message is still deleted, and only
+        a duplicate delivery after the lease could be forwarded again (RELIABILITY.md)."""
+        for delay in (*FINISH_RETRY_DELAYS, None):
+            try:
+                await self._ledger.finish(
+                    conversation_id, command_id, owner=owner, now=self._clock()
+                )
+            except RetryableError as exc:
+                if delay is None:
+                    log.warning("clerk.converse_command_finish_failed", error=str(exc))
+                    return
+                await self._sleep(delay)
+                continue
+            return
+
+    async def renew(self, message_ids: Iterable[str]) -> list[str]:
+        """Renew the command leases of these in-flight messages; returns the ids that lost it."""
+        lost = []
+        for message_id in message_ids:
+            active = self._active.get(message_id)
+            if active is None:
+                continue
+            command = active.command
+            try:
+                held = await self._ledger.renew(
+                    command.conversation_id,
+                    command.command_id,
+                    owner=active.owner,
+                    lease=self._lease,
+                    now=self._clock(),
+                )
+            except RetryableError as exc:
+                log.warning("clerk.converse_lease_renew_failed", error=str(exc))
+                continue
+            if not held:
+                lost.append(message_id)
+        return lost
+
+    async def forward(self, command: ConverseCommand) -> HistoryPage:
+        """Load the history (one page but in rare cases), bound it, send the prompt payload;
+        returns the page read."""
+        settings = self._settings
+        page, window = await read_window(self._history, command.conversation_id, settings)
+        gap = fold_gap(window, page.state.folded_through)
+        view = render_converse(window, command.message, page.state.summary)
+        log_memory(page, window, gap, view)
+        body = encode_body(prompt_payload(command, window, page.state, view))
+        await self._model_queue.send(
+            body, group_id=command.conversation_id, deduplication_id=command.command_id
+        )
+        log.info(
+            "clerk.converse_prompt_forwarded",
+            kept=window.kept,
+            estimated_tokens=window.estimated_tokens,
+            body_bytes=len(body.encode("utf-8", "surrogatepass")),
+        )
+        telemetry.prompt_forwarded(command, window, view, gap)
+        return page
+
+    async def request_fold(self, command: ConverseCommand, page: HistoryPage) -> None:
+        """Ask for a fold if one is due; a failure here waits for the next turn."""
+        now = self._clock()
+        try:
+            plan = await maybe_enqueue_compaction(
+                command.conversation_id,
+                page.messages,
+                page.state,
+                older_unread=page.older is not None,
+                limits=self._settings.fold_limits,
+                claims=self._history,
+                send=fold_request_sender(self._compaction_queue, command, claimed_at=now),
+                now=now,
+            )
+        except RetryableError as exc:
+            log.warning("clerk.converse_compaction_request_failed", error=str(exc))
+            return
+        if plan is not None:
+            telemetry.fold_requested()
+            log.info(
+                "clerk.converse_compaction_requested",
+                folded_through=plan.folded_through,
+                through=plan.through,
+                unfolded_tokens=plan.unfolded_tokens,
+            )
