@@ -1,6 +1,6 @@
 """Throwaway simulation for issue 19: what each window shape costs under Bedrock's prompt cache.
 
-Replays the benchmark workload's legal-matter conversations (:func:`bench.workload.
+Replays the benchmark workload's legal-matter conversations (:func:`bench.load.workload.
 mixed_conversations`: 200 conversations, 20-1,000 messages each, the same text source)
 turn by turn from their first message: turn ``t`` reads the stored history (one page of
 ``max_messages + 1`` messages, newest first, as the stage does), sends its prompt with
@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from bench.workload import TextSource, mixed_conversations
+from bench.load.workload import TextSource, mixed_conversations
 from worker.memory import (
     FoldState,
     HistoryMessage,
