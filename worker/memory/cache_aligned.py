@@ -47,7 +47,7 @@ ReanchorReason = Literal["first_turn", "fold_moved", "overflow", "invalid"]
 
 #: The headroom's defaults (``HISTORY_WINDOW_ANCHOR_HEADROOM_TOKENS`` / ``_MESSAGES``):
 #: a quarter of the default budget and three exchanges. On the benchmark workload
-#: (``bench/cache_sim.py``) they bill 48% of the sliding window's input and see 85% of
+#: (``bench/parts/cache_sim.py``) they bill 48% of the sliding window's input and see 85% of
 #: its history tokens, against the goals of at most 55% and at least 80%. Absolute, not
 #: a share of the budget: the headroom is how many turns of growth the window has before
 #: it overflows, and a turn's growth does not scale with the budget.

@@ -22,9 +22,9 @@ Contenders, all on the same conversations, fold schedule and clock:
 
 Run::
 
-    .venv/bin/python -m bench.cache_sim                      # the table at the defaults
-    .venv/bin/python -m bench.cache_sim --sweep              # headroom sweep (stored anchor)
-    .venv/bin/python -m bench.cache_sim --system-prompt 1500 --min-prefix 2048
+    .venv/bin/python -m bench.parts.cache_sim                      # the table at the defaults
+    .venv/bin/python -m bench.parts.cache_sim --sweep              # headroom sweep (stored anchor)
+    .venv/bin/python -m bench.parts.cache_sim --system-prompt 1500 --min-prefix 2048
 """
 
 from __future__ import annotations
