@@ -234,6 +234,60 @@ async def test_rejections_reach_the_dead_letter_queue_with_their_reason_and_redr
     assert await depth(stack, url) == 0
 
 
+async def test_pointers_out_of_bounds_reach_the_dead_letter_queue_each_with_its_reason(
+    two_sqs: Sqs,
+) -> None:
+    """Three pointer commands the stage must not serve, each dead-lettered with its own
+    reason on both implementations: one naming a bucket other than PAYLOAD_BUCKET (which
+    exists and holds the object: the bucket alone is refused), one whose object is a byte
+    over the default PAYLOAD_MAX_BYTES, one whose object is missing. A valid pointer beside
+    them is served."""
+    stack = two_sqs.stack
+    bucket = stack.env["PAYLOAD_BUCKET"]
+    other = f"{stack.resources.prefix}-elsewhere"
+    await stack.clients.s3.create_bucket(Bucket=other)
+    await stack.seed("matter-bounds", exchanges(2))
+    command = json.dumps(
+        {"type": "converse", "command_id": "c-ok", "conversation_id": "matter-bounds",
+         "message": "PRIVILEGED question"}
+    ).encode()  # fmt: skip
+    max_bytes = stack.settings().payload_max_bytes
+    objects = {
+        (other, "in/elsewhere.json"): command,
+        (bucket, "in/huge.json"): b" " * max_bytes + b"x",  # one byte over the bound
+        (bucket, "in/ok.json"): command,
+    }
+    for (name, key), data in objects.items():
+        await stack.clients.s3.put_object(Bucket=name, Key=key, Body=data)
+    expected = {
+        pointer_body(other, "in/elsewhere.json"): (
+            f"the S3 pointer names a bucket this stage does not read: {other}"
+        ),
+        pointer_body(bucket, "in/huge.json"): (
+            f"the S3 pointer's object is over PAYLOAD_MAX_BYTES ({max_bytes})"
+        ),
+        pointer_body(bucket, "in/missing.json"): (
+            "the S3 pointer names an object that does not exist"
+        ),
+    }
+    for body in [*expected, pointer_body(bucket, "in/ok.json")]:
+        await stack.clients.sqs.send_message(
+            QueueUrl=stack.env["CONVERSE_QUEUE_URL"],
+            MessageBody=body,
+            MessageAttributes={SIZE_ATTRIBUTE: {"DataType": "Number", "StringValue": "100"}},
+        )
+    with captured_logs() as logs:
+        async with running_worker(stack.settings()):
+            [prompt] = await stack.drain("MODEL_QUEUE_URL", expect=1)
+            dead = await stack.drain(await stack.dead_letter_url(), expect=3)
+    assert body_of(prompt)["command_id"] == "c-ok"
+    reasons = {m["Body"]: m["MessageAttributes"]["RejectionReason"]["StringValue"] for m in dead}
+    assert reasons == expected
+    rejected = [e for e in logs if e["event"] == "clerk.converse_command_rejected"]
+    assert sorted(e["reason"] for e in rejected) == sorted(expected.values())
+    assert "PRIVILEGED" not in repr(logs)
+
+
 async def test_the_inbound_trace_header_reaches_the_model_and_compaction_queues(
     two_sqs: Sqs,
 ) -> None:

@@ -177,6 +177,30 @@ async def test_a_pointer_to_a_missing_object_is_rejected_with_a_reason(stack: St
     assert reason == "the S3 pointer names an object that does not exist"
 
 
+async def test_without_a_bucket_an_inbound_pointer_is_rejected_at_once_with_a_reason(
+    stack: Stack,
+) -> None:
+    """A stage given no PAYLOAD_BUCKET reads no bucket: a pointer command goes to the
+    dead-letter queue on its first receive, saying why (no retries into maxReceiveCount),
+    and `worker dlq redrive --include-rejected` can send it back once the setting is fixed."""
+    bucket = stack.env["PAYLOAD_BUCKET"]
+    body = json.dumps(command("c-nobucket", "What does clause 9 say?"))
+    await stack.clients.s3.put_object(Bucket=bucket, Key="in/c.json", Body=body.encode())
+    pointer = json.dumps([POINTER_CLASS, {"s3BucketName": bucket, "s3Key": "in/c.json"}])
+    await stack.clients.sqs.send_message(
+        QueueUrl=stack.env["CONVERSE_QUEUE_URL"],
+        MessageBody=pointer,
+        MessageAttributes={SIZE_ATTRIBUTE: {"DataType": "Number", "StringValue": "100"}},
+    )
+    with captured_logs() as logs:
+        async with running_worker(stack.settings(payload_bucket=None)):
+            [dead] = await stack.drain(await stack.dead_letter_url(), expect=1)
+    assert dead["Body"] == pointer
+    reason = dead["MessageAttributes"]["RejectionReason"]["StringValue"]
+    assert reason == "the S3 pointer names a bucket, but PAYLOAD_BUCKET is not set"
+    assert not [e for e in logs if e["event"] == "clerk.converse_command_retry"]
+
+
 async def test_without_a_bucket_a_large_payload_is_retried_with_a_clear_error_and_not_lost(
     stack: Stack,
 ) -> None:
