@@ -14,6 +14,7 @@ What they found differs is pinned per implementation, and the worker must hold o
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import os
@@ -161,15 +162,12 @@ class Sqs(NamedTuple):
     stack: Stack
 
 
-@pytest.fixture(params=["moto", "localstack"])
-async def two_sqs(
-    request: pytest.FixtureRequest, fresh_moto: str, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[Sqs]:
-    """SQS and S3 on moto or on LocalStack, DynamoDB on moto; fresh queue names each test
+@contextlib.asynccontextmanager
+async def stack_on(
+    endpoint: str, fresh_moto: str, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[Stack]:
+    """SQS and S3 on ``endpoint``, DynamoDB on moto; fresh queue names each time
     (LocalStack keeps its state for the module)."""
-    endpoint = (
-        fresh_moto if request.param == "moto" else request.getfixturevalue("localstack_endpoint")
-    )
     for name, value in CREDENTIALS.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
@@ -179,7 +177,28 @@ async def two_sqs(
         env = await create_resources(
             clients.sqs, clients.dynamodb, clients.s3, resources, region="us-east-1"
         )
-        yield Sqs(request.param, Stack(endpoint, env, clients, resources))
+        yield Stack(endpoint, env, clients, resources)
+
+
+@pytest.fixture(params=["moto", "localstack"])
+async def two_sqs(
+    request: pytest.FixtureRequest, fresh_moto: str, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[Sqs]:
+    """SQS and S3 on moto or on LocalStack, DynamoDB on moto."""
+    endpoint = (
+        fresh_moto if request.param == "moto" else request.getfixturevalue("localstack_endpoint")
+    )
+    async with stack_on(endpoint, fresh_moto, monkeypatch) as stack:
+        yield Sqs(request.param, stack)
+
+
+@pytest.fixture
+async def localstack_stack(
+    localstack_endpoint: str, fresh_moto: str, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[Stack]:
+    """SQS and S3 on LocalStack alone: for what moto does not have (message move tasks)."""
+    async with stack_on(localstack_endpoint, fresh_moto, monkeypatch) as stack:
+        yield stack
 
 
 async def test_a_worker_stopped_while_idle_on_its_long_poll_hides_no_command(
@@ -356,3 +375,42 @@ async def receive_all(queue: SqsQueue, count: int) -> list[ReceivedMessage]:
         while len(received) < count:
             received += await queue.receive(10, 1)
     return received
+
+
+async def test_a_cancelled_move_task_is_reported_with_its_status_and_a_non_zero_exit(
+    localstack_stack: Stack,
+) -> None:
+    """GIVEN 30 messages in the dead-letter queue and `worker dlq redrive --include-rejected
+    --rate 1` moving them with SQS's move task, WHEN the task is cancelled while it runs,
+    THEN the tool says how it ended and exits 1, and what it did not move stays in the
+    dead-letter queue: nothing else moves it, at any rate."""
+    stack = localstack_stack
+    url = await stack.dead_letter_url()
+    for start in range(0, 30, 10):
+        await stack.clients.sqs.send_message_batch(
+            QueueUrl=url,
+            Entries=[{"Id": str(i), "MessageBody": f"m-{i}"} for i in range(start, start + 10)],
+        )
+    arn = (await stack.clients.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"]))[
+        "Attributes"
+    ]["QueueArn"]
+    redriving = asyncio.create_task(
+        asyncio.to_thread(run_cli, stack, "dlq", "redrive", "--include-rejected", "--rate", "1")
+    )
+    async with asyncio.timeout(30):
+        while True:
+            tasks = (await stack.clients.sqs.list_message_move_tasks(SourceArn=arn))["Results"]
+            running = [t for t in tasks if t["Status"] == "RUNNING"]
+            if running:
+                break
+            await asyncio.sleep(0.2)
+    await stack.clients.sqs.cancel_message_move_task(TaskHandle=running[0]["TaskHandle"])
+    result = await redriving
+    assert result.returncode == 1, result.stderr
+    moved = int(result.stdout.split()[1])
+    assert result.stdout == f"redriven {moved} to the converse queue (SQS message move task)\n"
+    assert result.stderr.startswith("worker: the SQS message move task ended CANCELL")
+    assert result.stderr.endswith("; what it did not move stays in the dead-letter queue\n")
+    left = await depth(stack, url)
+    assert left > 0  # the rest was not moved some other way
+    assert left + await depth(stack, stack.env["CONVERSE_QUEUE_URL"]) == 30

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from worker.cli.arguments import MAX_RATE, MIN_RATE, positive_count, redrive_rate
 from worker.errors import ConfigError, StoreUnavailable
 
 if TYPE_CHECKING:
@@ -56,8 +57,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     redrive.add_argument(
         "--include-rejected", action="store_true", help="also messages the stage rejected"
     )
-    redrive.add_argument("--rate", type=int, default=10, help="messages a second (default 10)")
-    redrive.add_argument("--limit", type=int, help="stop after this many")
+    redrive.add_argument(
+        "--rate",
+        type=redrive_rate,
+        default=10,
+        help=f"messages a second, {MIN_RATE} to {MAX_RATE} (default 10)",
+    )
+    redrive.add_argument("--limit", type=positive_count, help="stop after this many")
     args = parser.parse_args(argv)
 
     try:

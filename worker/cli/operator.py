@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import uuid
 from datetime import UTC, datetime
 
@@ -68,6 +69,13 @@ async def run_operator_command(args: argparse.Namespace) -> int:
             )
         how = "SQS message move task" if result.via_move_task else "receive, send, delete"
         print(f"redriven {result.sent} to the converse queue ({how})")
+        if result.move_task_failure:
+            print(
+                f"worker: the SQS message move task ended {result.move_task_failure}; "
+                "what it did not move stays in the dead-letter queue",
+                file=sys.stderr,
+            )
+            return 1
         if result.skipped_rejected:
             print(f"left {result.skipped_rejected} rejected (--include-rejected sends them too)")
         if result.failed:
