@@ -165,3 +165,5 @@ def test_make_run_shows_the_window_the_payload_and_the_fold_request() -> None:
     assert "reasons={'leading_answer': 1}" in out and "reasons={'blank': 1}" in out
     assert "──── compaction request ────" in out
     assert "clerk.converse_compaction_requested" in out
+    # The hint to send more reads the message from stdin: none in argv, history or ps.
+    assert "/bin/worker send --conversation matter-1187 < question.txt\n" in out

@@ -12,6 +12,7 @@ import os
 import sys
 import uuid
 from datetime import UTC, datetime
+from typing import TextIO
 
 from worker.adapters.sqs import SqsQueue
 from worker.adapters.sqs_admin import QueueAdmin
@@ -25,6 +26,26 @@ def converse_queue_url() -> str:
     if not url:
         raise ConfigError("CONVERSE_QUEUE_URL: Field required")
     return url
+
+
+def read_message(stdin: TextIO) -> str:
+    """Counsel's message from stdin, as UTF-8, with one trailing line end dropped (echo and a
+    heredoc add one). ValueError, naming no content, if it is not UTF-8 or is blank (the
+    stage would reject a blank message)."""
+    if stdin.isatty():
+        print("worker: reading the message from stdin; end it with Ctrl-D", file=sys.stderr)
+    raw = stdin.buffer.read() if hasattr(stdin, "buffer") else stdin.read().encode()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError("the message on stdin is not UTF-8 text") from None
+    for line_end in ("\r\n", "\n"):
+        if text.endswith(line_end):
+            text = text.removesuffix(line_end)
+            break
+    if not text.strip():
+        raise ValueError("the message on stdin is blank: nothing to send")
+    return text
 
 
 async def run_operator_command(args: argparse.Namespace) -> int:
