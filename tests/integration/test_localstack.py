@@ -29,7 +29,14 @@ from typing import NamedTuple
 import pytest
 
 from tests.conftest import captured_logs
-from tests.integration.conftest import CREDENTIALS, Stack, body_of, exchanges, running_worker
+from tests.integration.conftest import (
+    CREDENTIALS,
+    Polls,
+    Stack,
+    body_of,
+    exchanges,
+    running_worker,
+)
 from tests.integration.test_dlq import depth, run_cli
 from worker.adapters.sqs import OutboundMessage, SqsQueue
 from worker.cli import dlq
@@ -81,7 +88,9 @@ def localstack_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[st
     )
     endpoint = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
+        deadline = (
+            time.monotonic() + 120
+        )  # up in ~2 s; a loaded machine may take several times that
         while True:
             try:
                 with urllib.request.urlopen(f"{endpoint}/_localstack/health", timeout=2) as r:
@@ -202,20 +211,23 @@ async def localstack_stack(
 
 
 async def test_a_worker_stopped_while_idle_on_its_long_poll_hides_no_command(
-    two_sqs: Sqs,
+    two_sqs: Sqs, sent_polls: Polls
 ) -> None:
     """Both implementations park a long poll cancelled on the client and give it the next
     message sent (measured: hidden for the visibility timeout, 60 s here). GIVEN a worker
-    stopped while idle on a 4 s poll, WHEN a command is sent once it has exited, THEN the
-    next worker serves it on its first receive, within seconds."""
+    stopped once its 4 s poll has reached the server, WHEN a command is sent once it has
+    exited, THEN the next worker serves it on its first receive, well within a third of
+    the visibility timeout it would otherwise sit out."""
     stack = two_sqs.stack
     await stack.seed("matter-idle", exchanges(2))
     async with running_worker(stack.settings(receive_wait_seconds=4)):
-        await asyncio.sleep(1.5)  # parked in its long poll
+        await sent_polls.reached(1)  # its long poll is on the server: stop now
     await stack.send_command(command_id="c-after-stop", conversation_id="matter-idle")
     with captured_logs() as logs:
         async with running_worker(stack.settings()):
-            [prompt] = await stack.drain("MODEL_QUEUE_URL", expect=1, within=10)
+            [prompt] = await stack.drain(
+                "MODEL_QUEUE_URL", expect=1, within=stack.resources.converse_visibility_timeout / 3
+            )
     assert body_of(prompt)["command_id"] == "c-after-stop"
     forwarded = [e for e in logs if e["event"] == "clerk.converse_prompt_forwarded"]
     assert [e["receive_count"] for e in forwarded] == [1]
