@@ -25,13 +25,16 @@ lint: install
 	$(BIN)/cfn-lint infra/cloudformation/*.yaml
 	$(MAKE) --no-print-directory scan
 
-test: lint
+# What CI runs (.ci/run is `CI=true make test`): the lint, then every test, LocalStack's
+# included (installed first; without it CI=true fails the LocalStack tests, a hand-run
+# pytest skips them and says why).
+test: lint localstack-host
 	$(BIN)/pytest
 
 unit: install
 	$(BIN)/pytest tests/unit
 
-integration: install
+integration: install localstack-host
 	$(BIN)/pytest tests/integration
 
 bench: install
@@ -96,8 +99,8 @@ localstack:
 	@if docker info >/dev/null 2>&1; then docker compose -f localstack.yml up --build; \
 	else echo "No Docker engine: 'docker compose -f localstack.yml up --build' runs LocalStack,"; \
 	echo "bootstraps it with 'worker bootstrap' and starts the worker where Docker exists."; \
-	echo "Here, 'make run' runs the stage on moto; 'make localstack-host' + 'make test'"; \
-	echo "run the LocalStack smoke test against LocalStack's SQS and S3 on the host."; fi
+	echo "Here, 'make run' runs the stage on moto; 'make test' installs LocalStack's SQS and"; \
+	echo "S3 on the host ('make localstack-host') and runs the LocalStack tests against them."; fi
 
 clean:
 	rm -rf $(VENV) .localstack .pytest_cache .mypy_cache .ruff_cache .hypothesis

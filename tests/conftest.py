@@ -6,11 +6,20 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import hypothesis
 import pytest
 import structlog
 from structlog.testing import LogCapture
 
 from worker.settings import Settings
+
+# Property tests hold on any machine: Hypothesis's two wall-clock checks, a deadline per
+# example and the "data generation is too slow" health check, fail a loaded slow machine
+# on a test a fast one passes. What the properties state does not depend on speed.
+hypothesis.settings.register_profile(
+    "any-machine", deadline=None, suppress_health_check=[hypothesis.HealthCheck.too_slow]
+)
+hypothesis.settings.load_profile("any-machine")
 
 
 def settings(**overrides: Any) -> Settings:

@@ -5,9 +5,11 @@
     WorkerError
      ├── ConfigError          the deployment is wrong: the worker refuses to start (exit 2)
      ├── ObjectMissing        a payload pointer names no object (the reader rejects the command)
+     ├── ObjectTooLarge       a payload object is over the reader's bound (it rejects the command)
      ├── RejectedCommand      the command can never be served: to the DLQ with the reason, at once
      └── RetryableError       the command may succeed later: back to the queue, with backoff
           ├── StoreUnavailable       DynamoDB/SQS/S3 throttled, timed out, 5xx or unreachable
+          │    └── ObjectAccessDenied    S3 refused a read (HTTP 403): a policy to fix, logged
           └── PayloadTooLarge        a payload above the inline limit and no PAYLOAD_BUCKET
 
 Adapters translate botocore errors at the boundary (``raise … from exc``); no botocore
@@ -30,6 +32,15 @@ class ObjectMissing(WorkerError):
     """The object a pointer names is not in the bucket (raised by ``ObjectStore.get``)."""
 
 
+class ObjectTooLarge(WorkerError):
+    """The object a pointer names is larger than the reader takes (raised by
+    ``ObjectStore.get`` before the body is read, or once the bound is passed while reading)."""
+
+    def __init__(self, max_bytes: int) -> None:
+        super().__init__(f"the object is over {max_bytes} bytes")
+        self.max_bytes = max_bytes
+
+
 class RejectedCommand(WorkerError):
     """The command is invalid and will stay invalid: it goes to the dead-letter queue."""
 
@@ -44,6 +55,17 @@ class RetryableError(WorkerError):
 
 class StoreUnavailable(RetryableError):
     """An AWS call failed in a way worth retrying (throttling, timeout, 5xx, connection)."""
+
+
+class ObjectAccessDenied(StoreUnavailable):
+    """S3 answered a read with 403: the role or the bucket policy does not allow it (or, on a
+    role without ``s3:ListBucket``, the key is missing). Retried, so a fixed policy recovers
+    the command; the reader logs it as a configuration fault. Names the bucket and the code."""
+
+    def __init__(self, message: str, *, bucket: str, code: str) -> None:
+        super().__init__(message)
+        self.bucket = bucket
+        self.code = code
 
 
 class PayloadTooLarge(RetryableError):

@@ -124,8 +124,10 @@ class ObjectStore(Protocol):
         """Write ``data`` as ``application/json``, encrypted at rest."""
         ...
 
-    async def get(self, bucket: str, key: str) -> bytes:
-        """Read an object; raises :class:`~worker.errors.ObjectMissing` when it is not there."""
+    async def get(self, bucket: str, key: str, *, max_bytes: int) -> bytes:
+        """Read an object of at most ``max_bytes``; raises :class:`~worker.errors.ObjectMissing`
+        when it is not there and :class:`~worker.errors.ObjectTooLarge` when it is larger
+        (never reading more than ``max_bytes + 1`` bytes of it)."""
         ...
 
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Literal, Self
+from typing import Annotated, Literal, Self
 
 from pydantic import Field, ValidationError, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from worker.delivery.pointers import InboundPayloads
 from worker.delivery.policy import RECEIVE_RETURN_MARGIN_SECONDS, ConsumerPolicy
 from worker.errors import ConfigError
 from worker.memory import FoldLimits, WindowLimits
@@ -29,6 +30,30 @@ class Settings(BaseSettings):
     history_table: str = Field(min_length=1)
     payload_bucket: str | None = None
     payload_inline_max_bytes: int = Field(default=262_144, ge=1)
+    # Inbound pointers: the buckets read besides PAYLOAD_BUCKET (comma-separated), and the
+    # largest object read. 4 MiB: above any counsel message a model can take (1M tokens at
+    # the contract's 4 characters a token), and a turn holds about 6-8x its command at its
+    # peak, so 16 turns of 4 MiB at once stay near half of a 1 GiB task (README, "Payloads").
+    payload_read_buckets: Annotated[tuple[str, ...], NoDecode] = ()
+    payload_max_bytes: int = Field(default=4 * 1024 * 1024, ge=1)
+
+    @field_validator("payload_read_buckets", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: object) -> object:
+        if isinstance(value, str):
+            return tuple(name.strip() for name in value.split(",") if name.strip())
+        return value
+
+    @model_validator(mode="after")
+    def _inbound_bound_covers_the_inline_limit(self) -> Self:
+        if self.payload_max_bytes < self.payload_inline_max_bytes:
+            raise ValueError(
+                f"PAYLOAD_MAX_BYTES ({self.payload_max_bytes}) must be >= "
+                f"PAYLOAD_INLINE_MAX_BYTES ({self.payload_inline_max_bytes}): a producer "
+                "offloads exactly the bodies over its inline limit, so a lower bound would "
+                "reject behind a pointer what the stage takes inline"
+            )
+        return self
 
     # Two halves of one memory: the window below and the fold trigger beside it.
     # Change one and the validator under them checks the other still covers it.
@@ -111,6 +136,16 @@ class Settings(BaseSettings):
             max_messages=self.history_window_max_messages,
             floor_messages=self.history_window_floor_messages,
             message_max_tokens=self.history_message_max_tokens,
+        )
+
+    @property
+    def inbound_payloads(self) -> InboundPayloads:
+        """What an inbound pointer may name: PAYLOAD_BUCKET (a dead-lettered body the stage
+        offloaded there comes back through a redrive) and PAYLOAD_READ_BUCKETS."""
+        own = (self.payload_bucket,) if self.payload_bucket else ()
+        return InboundPayloads(
+            buckets=frozenset((*own, *self.payload_read_buckets)),
+            max_bytes=self.payload_max_bytes,
         )
 
     @property

@@ -158,9 +158,15 @@ class Stack:
         await asyncio.gather(*(write(b) for b in batches[1:]))
 
     async def drain(
-        self, env_name: str, *, expect: int | None = None, within: float = 15.0
+        self, env_name: str, *, expect: int | None = None, within: float = 60.0
     ) -> list[dict[str, Any]]:
         """Receive and delete everything on a queue; with ``expect``, wait until that many came.
+
+        Without ``expect`` it stops at the first empty receive: it takes what the queue holds
+        now, so call it once whatever it should find was sent (e.g. after
+        :meth:`until_empty` on the queue that feeds it). ``within`` only bounds a wait that
+        fails: a count that comes returns at once, so it is wide (a slow machine must not
+        fail a test that a fast one passes).
 
         Every prompt payload drained from the model queue is checked on the way: its
         ``converse`` view must be one Bedrock's Converse API accepts (``assert_model_ready``).
@@ -211,6 +217,22 @@ class Stack:
             self.prompts_checked += 1
         return payload
 
+    async def depth(self, env_name: str) -> int:
+        """Messages on a queue (an env name or a URL), visible or in flight."""
+        response = await self.clients.sqs.get_queue_attributes(
+            QueueUrl=self.env.get(env_name, env_name),
+            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+        )
+        return sum(int(value) for value in response["Attributes"].values())
+
+    async def until_empty(self, env_name: str, *, within: float = 120.0) -> None:
+        """Wait until a queue holds no message, visible or in flight. On the converse queue:
+        every command was settled (a turn deletes its command only after its prompt, its
+        fold request and its dead letter went out), so what they sent is all there."""
+        async with asyncio.timeout(within):
+            while await self.depth(env_name):
+                await asyncio.sleep(0.05)
+
     async def dead_letter_url(self, env_name: str = "CONVERSE_QUEUE_URL") -> str:
         [spec] = [q for q in self.resources.queues if q.env == env_name]
         name = dead_letter_name(spec.name)
@@ -243,6 +265,76 @@ async def stack(fresh_moto: str, monkeypatch: pytest.MonkeyPatch) -> AsyncIterat
             clients.sqs, clients.dynamodb, clients.s3, Resources(), region="us-east-1"
         )
         yield Stack(endpoint=moto_endpoint, env=env, clients=clients)
+
+
+class Polls:
+    """Long polls (SQS ReceiveMessage) counted as they reach the server: a stop that comes
+    after :meth:`reached` finds a poll parked there, whatever the machine's speed."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._count = 0
+
+    def saw_one(self) -> None:
+        with self._lock:  # moto's server answers on its own threads
+            self._count += 1
+
+    @property
+    def count(self) -> int:
+        with self._lock:
+            return self._count
+
+    async def reached(self, count: int, *, within: float = 60.0) -> None:
+        async with asyncio.timeout(within):
+            while self.count < count:
+                await asyncio.sleep(0.02)
+
+
+@pytest.fixture
+def sent_polls(monkeypatch: pytest.MonkeyPatch) -> Polls:
+    """ReceiveMessage requests of this process whose bytes were all written to the server's
+    socket (any server: moto or LocalStack), counted from aiohttp's body writer."""
+    from aiohttp.client_reqrep import ClientRequest
+
+    polls = Polls()
+    unpatched = ClientRequest.write_bytes
+
+    async def write_bytes(self: ClientRequest, *args: Any, **kwargs: Any) -> None:
+        await unpatched(self, *args, **kwargs)
+        if self.headers.get("X-Amz-Target") == "AmazonSQS.ReceiveMessage":
+            polls.saw_one()
+
+    monkeypatch.setattr(ClientRequest, "write_bytes", write_bytes)
+    return polls
+
+
+class PollsByQueue:
+    """:class:`Polls` per queue name, shared with the server's threads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._polls: dict[str, Polls] = {}
+
+    def of(self, queue_name: str) -> Polls:
+        with self._lock:
+            return self._polls.setdefault(queue_name, Polls())
+
+
+@pytest.fixture
+def moto_polls(monkeypatch: pytest.MonkeyPatch) -> PollsByQueue:
+    """ReceiveMessage calls that reached the moto server, by queue name (from any process:
+    the server runs in this one)."""
+    from moto.sqs.models import SQSBackend
+
+    polls = PollsByQueue()
+    unpatched = SQSBackend.receive_message
+
+    def receive_message(self: SQSBackend, queue_name: str, *args: Any, **kwargs: Any) -> Any:
+        polls.of(queue_name).saw_one()
+        return unpatched(self, queue_name, *args, **kwargs)
+
+    monkeypatch.setattr(SQSBackend, "receive_message", receive_message)
+    return polls
 
 
 @contextlib.asynccontextmanager

@@ -137,7 +137,53 @@ async def test_the_cli_inspects_and_redrives_without_printing_a_body(stack: Stac
     assert len(await stack.drain("CONVERSE_QUEUE_URL")) == 5
 
 
-async def test_worker_send_puts_one_command_on_the_converse_queue(stack: Stack) -> None:
+def send_from_stdin(stack: Stack, stdin: bytes, *args: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [*WORKER, "send", "--conversation", "matter-1187", *args],
+        env=stack.process_env(),
+        input=stdin,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize("args", [(), ("-",)], ids=["absent", "dash"])
+async def test_worker_send_reads_the_message_from_stdin_so_argv_never_holds_it(
+    stack: Stack, args: tuple[str, ...]
+) -> None:
+    """The message comes from stdin (UTF-8, its one trailing newline dropped, every other
+    character kept), so no privileged text is in the process's argv, shell history or ps."""
+    question = "Clause 14.2 — may the buyer terminate?\n\tIf so, on what notice?"
+    sent = await asyncio.to_thread(send_from_stdin, stack, (question + "\n").encode(), *args)
+    assert sent.returncode == 0, sent.stderr
+    [message] = await stack.drain("CONVERSE_QUEUE_URL")
+    command = body_of(message)
+    assert command["message"] == question
+    assert sent.stdout.decode().strip() == f"sent {command['command_id']} on matter-1187"
+    assert sent.stderr == b""
+
+
+@pytest.mark.parametrize(
+    ("stdin", "error"),
+    [
+        (b" \n\t\n", "worker: the message on stdin is blank: nothing to send\n"),
+        (b"", "worker: the message on stdin is blank: nothing to send\n"),
+        (b"PRIVILEGED \xff\xfe", "worker: the message on stdin is not UTF-8 text\n"),
+    ],
+    ids=["blank", "empty", "not-utf8"],
+)
+async def test_worker_send_refuses_a_blank_or_undecodable_stdin_without_sending(
+    stack: Stack, stdin: bytes, error: str
+) -> None:
+    sent = await asyncio.to_thread(send_from_stdin, stack, stdin)
+    assert (sent.returncode, sent.stderr.decode()) == (2, error)
+    assert await stack.drain("CONVERSE_QUEUE_URL") == []
+
+
+async def test_worker_send_still_takes_the_message_as_an_argument_for_older_scripts(
+    stack: Stack,
+) -> None:
     sent = await asyncio.to_thread(
         run_cli, stack, "send", "--conversation", "matter-1187", "Can the buyer terminate?"
     )

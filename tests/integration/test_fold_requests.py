@@ -1,5 +1,9 @@
 """The compaction enqueuer over the wire: sent once per stretch when due, pipelined while
-earlier requests are pending, never twice for one stretch."""
+earlier requests are pending, never twice for one stretch.
+
+Where a test counts fold requests, or finds none, it first waits for the converse queue to
+empty: a turn deletes its command only after its fold request went out, so the count is
+final then, however fast or slow the machine."""
 
 from __future__ import annotations
 
@@ -52,7 +56,8 @@ async def test_a_pending_request_is_not_repeated_on_the_next_turn(stack: Stack) 
         await stack.seed("matter-f2", [("user", "q"), ("assistant", "a")], first_seq=41)
         await stack.send_command(command_id="c-2", conversation_id="matter-f2")
         await stack.drain("MODEL_QUEUE_URL", expect=1)
-        assert await stack.drain("COMPACTION_QUEUE_URL", within=2) == []
+        await stack.until_empty("CONVERSE_QUEUE_URL")  # every turn's fold decision is made
+        assert await stack.drain("COMPACTION_QUEUE_URL") == []
 
 
 async def test_a_new_request_once_the_fold_has_advanced(stack: Stack) -> None:
@@ -78,7 +83,8 @@ async def test_no_fold_request_when_none_is_due(stack: Stack) -> None:
     await stack.send_command(command_id="c-1", conversation_id="matter-f4")
     async with running_worker(stack.settings()):
         await stack.drain("MODEL_QUEUE_URL", expect=1)
-        assert await stack.drain("COMPACTION_QUEUE_URL", within=2) == []
+        await stack.until_empty("CONVERSE_QUEUE_URL")  # every turn's fold decision is made
+        assert await stack.drain("COMPACTION_QUEUE_URL") == []
     assert await state_item(stack, "matter-f4") == {}
 
 
@@ -91,7 +97,8 @@ async def test_two_commands_for_one_conversation_at_once_yield_one_fold_request(
     )
     async with running_worker(stack.settings(worker_concurrency=16)):
         prompts = await stack.drain("MODEL_QUEUE_URL", expect=6)
-        requests = await stack.drain("COMPACTION_QUEUE_URL", within=3)
+        await stack.until_empty("CONVERSE_QUEUE_URL")  # every turn's fold decision is made
+        requests = await stack.drain("COMPACTION_QUEUE_URL")
     assert sorted(body_of(m)["command_id"] for m in prompts) == [f"c-{i}" for i in range(6)]
     assert len(requests) == 1
 
@@ -104,7 +111,8 @@ async def test_two_workers_racing_on_one_conversation_send_one_request(stack: St
     settings = stack.settings(worker_concurrency=4)
     async with running_worker(settings), running_worker(settings):
         await stack.drain("MODEL_QUEUE_URL", expect=8)
-        requests = await stack.drain("COMPACTION_QUEUE_URL", within=3)
+        await stack.until_empty("CONVERSE_QUEUE_URL")  # every turn's fold decision is made
+        requests = await stack.drain("COMPACTION_QUEUE_URL")
     assert len(requests) == 1
 
 
@@ -165,7 +173,8 @@ async def test_a_malformed_first_message_does_not_make_a_short_conversation_ask_
     await stack.send_command(command_id="c-1", conversation_id="matter-f9")
     async with running_worker(stack.settings()):
         [prompt] = await stack.drain("MODEL_QUEUE_URL", expect=1)
-        assert await stack.drain("COMPACTION_QUEUE_URL", within=2) == []
+        await stack.until_empty("CONVERSE_QUEUE_URL")  # every turn's fold decision is made
+        assert await stack.drain("COMPACTION_QUEUE_URL") == []
     assert [m["seq"] for m in body_of(prompt)["history"]] == [2, 3]
 
 
@@ -190,5 +199,6 @@ async def test_two_workers_racing_while_a_request_is_pending_send_one_for_the_ne
     settings = stack.settings(worker_concurrency=4)
     async with running_worker(settings), running_worker(settings):
         await stack.drain("MODEL_QUEUE_URL", expect=8)
-        requests = await stack.drain("COMPACTION_QUEUE_URL", within=3)
+        await stack.until_empty("CONVERSE_QUEUE_URL")  # every turn's fold decision is made
+        requests = await stack.drain("COMPACTION_QUEUE_URL")
     assert [body_of(r)["through"] for r in requests] == [52]

@@ -1,7 +1,8 @@
 """The worker against a second, independent SQS and S3: LocalStack's, run on the host.
 
-`make localstack-host` installs localstack-core 4.7.0 into .localstack/venv (CI does);
-without it the tests are skipped and say so. Its DynamoDB would need a
+`make localstack-host` installs localstack-core 4.7.0 into .localstack/venv; `make test`
+(and so CI) does it first. Without it, a `pytest` run by hand skips these tests and says
+why, and under CI=true they fail: CI never passes with them skipped. Its DynamoDB would need a
 download at start-up, so the history table stays on moto (AWS_ENDPOINT_URL_DYNAMODB).
 Everything listens on 127.0.0.1: LocalStack only honours GATEWAY_LISTEN with hypercorn.
 
@@ -14,6 +15,7 @@ What they found differs is pinned per implementation, and the worker must hold o
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import os
@@ -23,12 +25,19 @@ import time
 import urllib.request
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, NoReturn
 
 import pytest
 
 from tests.conftest import captured_logs
-from tests.integration.conftest import CREDENTIALS, Stack, body_of, exchanges, running_worker
+from tests.integration.conftest import (
+    CREDENTIALS,
+    Polls,
+    Stack,
+    body_of,
+    exchanges,
+    running_worker,
+)
 from tests.integration.test_dlq import depth, run_cli
 from worker.adapters.sqs import OutboundMessage, SqsQueue
 from worker.cli import dlq
@@ -50,10 +59,19 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def localstack_is_missing() -> NoReturn:
+    """Under CI=true a test that needs LocalStack fails (CI never passes with it skipped);
+    a `pytest` run by hand skips it and says why (`make test` installs it first)."""
+    missing = "LocalStack on the host is not installed: run `make localstack-host`"
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{missing} (CI=true: the LocalStack tests must run)")
+    pytest.skip(missing)
+
+
 @pytest.fixture(scope="module")
 def localstack_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if not LOCALSTACK_PYTHON.exists():
-        pytest.skip("LocalStack on the host is not installed: run `make localstack-host`")
+        localstack_is_missing()
     port = free_port()
     root = tmp_path_factory.mktemp("localstack")
     env = {
@@ -80,7 +98,9 @@ def localstack_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[st
     )
     endpoint = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
+        deadline = (
+            time.monotonic() + 120
+        )  # up in ~2 s; a loaded machine may take several times that
         while True:
             try:
                 with urllib.request.urlopen(f"{endpoint}/_localstack/health", timeout=2) as r:
@@ -161,15 +181,12 @@ class Sqs(NamedTuple):
     stack: Stack
 
 
-@pytest.fixture(params=["moto", "localstack"])
-async def two_sqs(
-    request: pytest.FixtureRequest, fresh_moto: str, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[Sqs]:
-    """SQS and S3 on moto or on LocalStack, DynamoDB on moto; fresh queue names each test
+@contextlib.asynccontextmanager
+async def stack_on(
+    endpoint: str, fresh_moto: str, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[Stack]:
+    """SQS and S3 on ``endpoint``, DynamoDB on moto; fresh queue names each time
     (LocalStack keeps its state for the module)."""
-    endpoint = (
-        fresh_moto if request.param == "moto" else request.getfixturevalue("localstack_endpoint")
-    )
     for name, value in CREDENTIALS.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
@@ -179,24 +196,48 @@ async def two_sqs(
         env = await create_resources(
             clients.sqs, clients.dynamodb, clients.s3, resources, region="us-east-1"
         )
-        yield Sqs(request.param, Stack(endpoint, env, clients, resources))
+        yield Stack(endpoint, env, clients, resources)
+
+
+@pytest.fixture(params=["moto", "localstack"])
+async def two_sqs(
+    request: pytest.FixtureRequest, fresh_moto: str, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[Sqs]:
+    """SQS and S3 on moto or on LocalStack, DynamoDB on moto."""
+    endpoint = (
+        fresh_moto if request.param == "moto" else request.getfixturevalue("localstack_endpoint")
+    )
+    async with stack_on(endpoint, fresh_moto, monkeypatch) as stack:
+        yield Sqs(request.param, stack)
+
+
+@pytest.fixture
+async def localstack_stack(
+    localstack_endpoint: str, fresh_moto: str, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[Stack]:
+    """SQS and S3 on LocalStack alone: for what moto does not have (message move tasks)."""
+    async with stack_on(localstack_endpoint, fresh_moto, monkeypatch) as stack:
+        yield stack
 
 
 async def test_a_worker_stopped_while_idle_on_its_long_poll_hides_no_command(
-    two_sqs: Sqs,
+    two_sqs: Sqs, sent_polls: Polls
 ) -> None:
     """Both implementations park a long poll cancelled on the client and give it the next
     message sent (measured: hidden for the visibility timeout, 60 s here). GIVEN a worker
-    stopped while idle on a 4 s poll, WHEN a command is sent once it has exited, THEN the
-    next worker serves it on its first receive, within seconds."""
+    stopped once its 4 s poll has reached the server, WHEN a command is sent once it has
+    exited, THEN the next worker serves it on its first receive, well within a third of
+    the visibility timeout it would otherwise sit out."""
     stack = two_sqs.stack
     await stack.seed("matter-idle", exchanges(2))
     async with running_worker(stack.settings(receive_wait_seconds=4)):
-        await asyncio.sleep(1.5)  # parked in its long poll
+        await sent_polls.reached(1)  # its long poll is on the server: stop now
     await stack.send_command(command_id="c-after-stop", conversation_id="matter-idle")
     with captured_logs() as logs:
         async with running_worker(stack.settings()):
-            [prompt] = await stack.drain("MODEL_QUEUE_URL", expect=1, within=10)
+            [prompt] = await stack.drain(
+                "MODEL_QUEUE_URL", expect=1, within=stack.resources.converse_visibility_timeout / 3
+            )
     assert body_of(prompt)["command_id"] == "c-after-stop"
     forwarded = [e for e in logs if e["event"] == "clerk.converse_prompt_forwarded"]
     assert [e["receive_count"] for e in forwarded] == [1]
@@ -232,6 +273,60 @@ async def test_rejections_reach_the_dead_letter_queue_with_their_reason_and_redr
     moved = await stack.drain("CONVERSE_QUEUE_URL", expect=2)
     assert sorted(message["Body"] for message in moved) == sorted(bodies)
     assert await depth(stack, url) == 0
+
+
+async def test_pointers_out_of_bounds_reach_the_dead_letter_queue_each_with_its_reason(
+    two_sqs: Sqs,
+) -> None:
+    """Three pointer commands the stage must not serve, each dead-lettered with its own
+    reason on both implementations: one naming a bucket other than PAYLOAD_BUCKET (which
+    exists and holds the object: the bucket alone is refused), one whose object is a byte
+    over the default PAYLOAD_MAX_BYTES, one whose object is missing. A valid pointer beside
+    them is served."""
+    stack = two_sqs.stack
+    bucket = stack.env["PAYLOAD_BUCKET"]
+    other = f"{stack.resources.prefix}-elsewhere"
+    await stack.clients.s3.create_bucket(Bucket=other)
+    await stack.seed("matter-bounds", exchanges(2))
+    command = json.dumps(
+        {"type": "converse", "command_id": "c-ok", "conversation_id": "matter-bounds",
+         "message": "PRIVILEGED question"}
+    ).encode()  # fmt: skip
+    max_bytes = stack.settings().payload_max_bytes
+    objects = {
+        (other, "in/elsewhere.json"): command,
+        (bucket, "in/huge.json"): b" " * max_bytes + b"x",  # one byte over the bound
+        (bucket, "in/ok.json"): command,
+    }
+    for (name, key), data in objects.items():
+        await stack.clients.s3.put_object(Bucket=name, Key=key, Body=data)
+    expected = {
+        pointer_body(other, "in/elsewhere.json"): (
+            f"the S3 pointer names a bucket this stage does not read: {other}"
+        ),
+        pointer_body(bucket, "in/huge.json"): (
+            f"the S3 pointer's object is over PAYLOAD_MAX_BYTES ({max_bytes})"
+        ),
+        pointer_body(bucket, "in/missing.json"): (
+            "the S3 pointer names an object that does not exist"
+        ),
+    }
+    for body in [*expected, pointer_body(bucket, "in/ok.json")]:
+        await stack.clients.sqs.send_message(
+            QueueUrl=stack.env["CONVERSE_QUEUE_URL"],
+            MessageBody=body,
+            MessageAttributes={SIZE_ATTRIBUTE: {"DataType": "Number", "StringValue": "100"}},
+        )
+    with captured_logs() as logs:
+        async with running_worker(stack.settings()):
+            [prompt] = await stack.drain("MODEL_QUEUE_URL", expect=1)
+            dead = await stack.drain(await stack.dead_letter_url(), expect=3)
+    assert body_of(prompt)["command_id"] == "c-ok"
+    reasons = {m["Body"]: m["MessageAttributes"]["RejectionReason"]["StringValue"] for m in dead}
+    assert reasons == expected
+    rejected = [e for e in logs if e["event"] == "clerk.converse_command_rejected"]
+    assert sorted(e["reason"] for e in rejected) == sorted(expected.values())
+    assert "PRIVILEGED" not in repr(logs)
 
 
 async def test_the_inbound_trace_header_reaches_the_model_and_compaction_queues(
@@ -298,7 +393,46 @@ async def test_batch_calls_report_each_entry_sqs_refused_and_only_those(two_sqs:
 
 async def receive_all(queue: SqsQueue, count: int) -> list[ReceivedMessage]:
     received: list[ReceivedMessage] = []
-    async with asyncio.timeout(10):
+    async with asyncio.timeout(30):  # they are on the queue: this bounds a failure only
         while len(received) < count:
             received += await queue.receive(10, 1)
     return received
+
+
+async def test_a_cancelled_move_task_is_reported_with_its_status_and_a_non_zero_exit(
+    localstack_stack: Stack,
+) -> None:
+    """GIVEN 30 messages in the dead-letter queue and `worker dlq redrive --include-rejected
+    --rate 1` moving them with SQS's move task, WHEN the task is cancelled while it runs,
+    THEN the tool says how it ended and exits 1, and what it did not move stays in the
+    dead-letter queue: nothing else moves it, at any rate."""
+    stack = localstack_stack
+    url = await stack.dead_letter_url()
+    for start in range(0, 30, 10):
+        await stack.clients.sqs.send_message_batch(
+            QueueUrl=url,
+            Entries=[{"Id": str(i), "MessageBody": f"m-{i}"} for i in range(start, start + 10)],
+        )
+    arn = (await stack.clients.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"]))[
+        "Attributes"
+    ]["QueueArn"]
+    redriving = asyncio.create_task(
+        asyncio.to_thread(run_cli, stack, "dlq", "redrive", "--include-rejected", "--rate", "1")
+    )
+    async with asyncio.timeout(30):
+        while True:
+            tasks = (await stack.clients.sqs.list_message_move_tasks(SourceArn=arn))["Results"]
+            running = [t for t in tasks if t["Status"] == "RUNNING"]
+            if running:
+                break
+            await asyncio.sleep(0.2)
+    await stack.clients.sqs.cancel_message_move_task(TaskHandle=running[0]["TaskHandle"])
+    result = await redriving
+    assert result.returncode == 1, result.stderr
+    moved = int(result.stdout.split()[1])
+    assert result.stdout == f"redriven {moved} to the converse queue (SQS message move task)\n"
+    assert result.stderr.startswith("worker: the SQS message move task ended CANCELL")
+    assert result.stderr.endswith("; what it did not move stays in the dead-letter queue\n")
+    left = await depth(stack, url)
+    assert left > 0  # the rest was not moved some other way
+    assert left + await depth(stack, stack.env["CONVERSE_QUEUE_URL"]) == 30

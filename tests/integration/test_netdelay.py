@@ -88,11 +88,15 @@ async def test_each_request_on_a_kept_alive_connection_is_delayed_once_each_way(
 
 
 async def test_a_request_body_in_several_writes_is_one_exchange(upstream: KeepAliveServer) -> None:
-    """Bytes the client sends before the answer begins belong to the same request."""
+    """Bytes the client sends before the answer begins belong to the same request: the
+    second part is written only once the proxy has read the first on its own (it began the
+    exchange: its delay was asked for), so the two are two reads on any machine."""
     slept: list[float] = []
+    first_part_read = asyncio.Event()
 
     async def sleep(seconds: float) -> None:
         slept.append(seconds)
+        first_part_read.set()
 
     proxy = DelayProxy(upstream.url, 0.010, sleep=sleep)
     host, port = (await proxy.start()).removeprefix("http://").split(":")
@@ -100,7 +104,8 @@ async def test_a_request_body_in_several_writes_is_one_exchange(upstream: KeepAl
     try:
         writer.write(b"GET /0 HTTP/1.1\r\n")
         await writer.drain()
-        await asyncio.sleep(0.01)  # let the proxy pass on the first part on its own
+        async with asyncio.timeout(30):
+            await first_part_read.wait()
         writer.write(b"Host: local\r\n\r\n")
         await writer.drain()
         head = await reader.readuntil(b"\r\n\r\n")

@@ -215,4 +215,4 @@ async def test_invalid_commands_go_to_the_dead_letter_queue_with_a_reason(
     [rejected] = [e for e in logs if e["event"] == "clerk.converse_command_rejected"]
     assert reason in rejected["reason"]
     assert body not in repr(logs)
-    assert await stack.drain("CONVERSE_QUEUE_URL") == []  # deleted, not left to retry
+    assert await stack.depth("CONVERSE_QUEUE_URL") == 0  # deleted, not left to retry

@@ -17,8 +17,9 @@ from typing import Any
 
 import pytest
 
-from tests.integration.conftest import Stack, body_of
+from tests.integration.conftest import PollsByQueue, Stack, body_of
 from worker.cli.bootstrap import CONVERSE_VISIBILITY_TIMEOUT
+from worker.cli.runtime import queue_name
 
 pytestmark = pytest.mark.integration
 
@@ -82,16 +83,17 @@ class WorkerProcess:
 
 
 async def test_a_command_sent_after_an_idle_worker_stopped_is_served_at_once(
-    stack: Stack,
+    stack: Stack, moto_polls: PollsByQueue
 ) -> None:
-    """GIVEN a worker idle on its long poll, WHEN it gets SIGTERM and, once it has exited,
-    a command is sent and a second worker starts, THEN the command is served on its first
-    receive, well within the visibility timeout it would have sat out had the stopped
-    worker left a poll parked on the server (the bound is a third of that timeout, not a
-    speed: a slow machine's worker start must not fail it)."""
+    """GIVEN a worker idle on its long poll (the poll has reached the server), WHEN it gets
+    SIGTERM and, once it has exited, a command is sent and a second worker starts, THEN the
+    command is served on its first receive, well within the visibility timeout it would
+    have sat out had the stopped worker left a poll parked on the server (the bound is a
+    third of that timeout, not a speed: a slow machine's worker start must not fail it)."""
+    converse_polls = moto_polls.of(queue_name(stack.env["CONVERSE_QUEUE_URL"]))
     first = await WorkerProcess.start(stack)
     try:
-        await asyncio.sleep(0.5)  # on its long poll
+        await converse_polls.reached(1)  # on its long poll, on the server
         assert await first.stop() == 0
     finally:
         first.kill()
@@ -143,12 +145,17 @@ async def test_ten_scale_in_cycles_while_commands_flow_leave_no_command_waiting(
         async with sent_more:
             await sent_more.wait_for(lambda: len(sent) >= count)
 
+    def record(messages: list[dict[str, Any]]) -> None:
+        for message in messages:
+            command_id = body_of(message)["command_id"]
+            copies[command_id] += 1
+            served.setdefault(command_id, loop.time())
+
+    reading = True
+
     async def consume_model_queue() -> None:
-        while True:
-            for message in await stack.drain("MODEL_QUEUE_URL", within=1):
-                command_id = body_of(message)["command_id"]
-                copies[command_id] += 1
-                served.setdefault(command_id, loop.time())
+        while reading:
+            record(await stack.drain("MODEL_QUEUE_URL", within=1))
 
     producer = asyncio.create_task(produce())
     reader = asyncio.create_task(consume_model_queue())
@@ -172,9 +179,10 @@ async def test_ten_scale_in_cycles_while_commands_flow_leave_no_command_waiting(
         producer.cancel()
         for worker in workers:
             worker.kill()
-    await asyncio.sleep(2)  # a late duplicate would show up now
-    reader.cancel()
-    await asyncio.wait({reader})
+        reading = False
+        await reader  # its last drain recorded, not cut off
+    # Every worker has exited: whatever any of them sent (a late duplicate too) is there now.
+    record(await stack.drain("MODEL_QUEUE_URL"))
     waits = {command_id: served[command_id] - sent[command_id] for command_id in sent}
     assert len(sent) >= 10 * COMMANDS_PER_CYCLE
     assert set(copies.values()) == {1}

@@ -48,7 +48,7 @@ class NoObjects:
     async def put(self, bucket: str, key: str, data: bytes) -> None:
         raise AssertionError("no payload here goes to S3")
 
-    async def get(self, bucket: str, key: str) -> bytes:
+    async def get(self, bucket: str, key: str, *, max_bytes: int) -> bytes:
         raise AssertionError("no command here is an S3 pointer")
 
 

@@ -28,6 +28,38 @@ def test_the_contract_defaults() -> None:
     assert (s.memory_fold_min_tokens, s.payload_inline_max_bytes) == (2000, 262_144)
     assert s.payload_bucket is None and s.log_format == "json"
     assert s.history_page_size == 27
+    assert (s.payload_max_bytes, s.payload_read_buckets) == (4 * 1024 * 1024, ())
+
+
+def test_pointers_may_name_payload_bucket_and_the_comma_separated_read_buckets(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PAYLOAD_BUCKET", "mira-payloads")
+    assert load_settings().inbound_payloads.buckets == {"mira-payloads"}
+    monkeypatch.setenv("PAYLOAD_READ_BUCKETS", " producer-a, producer-b ,,")
+    s = load_settings()
+    assert s.payload_read_buckets == ("producer-a", "producer-b")
+    assert s.inbound_payloads.buckets == {"mira-payloads", "producer-a", "producer-b"}
+    monkeypatch.delenv("PAYLOAD_BUCKET")
+    monkeypatch.setenv("PAYLOAD_READ_BUCKETS", "")
+    assert load_settings().inbound_payloads.buckets == frozenset()
+
+
+def test_the_inbound_bound_may_not_be_below_the_inline_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A producer offloads exactly the bodies over its inline limit: a lower bound would
+    reject every command that came through S3."""
+    monkeypatch.setenv("PAYLOAD_MAX_BYTES", "262143")
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    assert str(caught.value) == (
+        "invalid configuration: PAYLOAD_MAX_BYTES (262143) must be >= PAYLOAD_INLINE_MAX_BYTES "
+        "(262144): a producer offloads exactly the bodies over its inline limit, so a lower "
+        "bound would reject behind a pointer what the stage takes inline"
+    )
+    monkeypatch.setenv("PAYLOAD_MAX_BYTES", "262144")
+    assert load_settings().inbound_payloads.max_bytes == 262_144
 
 
 def test_a_fold_trigger_of_4000_with_the_window_left_at_4000_refuses_to_start(
@@ -77,6 +109,8 @@ def test_the_floor_must_stay_below_the_message_cap(monkeypatch: pytest.MonkeyPat
         ("HISTORY_MESSAGE_MAX_TOKENS", "0", "greater than or equal to 1"),
         ("MEMORY_FOLD_MIN_TOKENS", "0", "greater than or equal to 1"),
         ("PAYLOAD_INLINE_MAX_BYTES", "0", "greater than or equal to 1"),
+        ("PAYLOAD_MAX_BYTES", "0", "greater than or equal to 1"),
+        ("PAYLOAD_MAX_BYTES", "4MiB", "valid integer"),
         ("HISTORY_WINDOW_MAX_TOKENS", "lots", "valid integer"),
         ("LOG_FORMAT", "xml", "'json' or 'console'"),
     ],

@@ -15,6 +15,11 @@ def error_code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", "Unknown"))
 
 
+def http_status(exc: ClientError) -> int | None:
+    status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    return status if isinstance(status, int) else None
+
+
 @contextmanager
 def aws_call(operation: str) -> Iterator[None]:
     """Translate any botocore failure of ``operation`` into a retryable error.

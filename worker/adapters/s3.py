@@ -6,8 +6,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from worker.adapters.errors import aws_call, error_code
-from worker.errors import ObjectMissing
+from worker.adapters.errors import aws_call, error_code, http_status
+from worker.errors import ObjectAccessDenied, ObjectMissing, ObjectTooLarge
 
 _MISSING = frozenset({"NoSuchKey", "NoSuchBucket", "404"})
 
@@ -28,16 +28,50 @@ class S3ObjectStore:
                 ServerSideEncryption="AES256",
             )
 
-    async def get(self, bucket: str, key: str) -> bytes:
-        """The object's bytes; :class:`ObjectMissing` if it is not there. Every other
-        failure, of the call or of reading the body, is a :class:`StoreUnavailable`."""
-        with aws_call("s3.GetObject"):
+    async def get(self, bucket: str, key: str, *, max_bytes: int) -> bytes:
+        """The object's bytes, at most ``max_bytes`` of them.
+
+        :class:`ObjectMissing` if it is not there (404); :class:`ObjectTooLarge` if its
+        ``ContentLength`` is over the bound (no byte of the body is read: the connection is
+        dropped) or if the body turns out longer than the bound anyway (at most
+        ``max_bytes + 1`` bytes are read to find out); :class:`ObjectAccessDenied` on a 403.
+        Every other failure, of the call or of reading the body, is a
+        :class:`~worker.errors.StoreUnavailable`.
+        """
+        operation = "s3.GetObject"
+        with aws_call(operation):
             try:
                 response = await self._client.get_object(Bucket=bucket, Key=key)
             except ClientError as exc:
-                if error_code(exc) in _MISSING:
+                code = error_code(exc)
+                if code in _MISSING:
                     raise ObjectMissing(f"s3://{bucket}/{key}") from exc
+                if http_status(exc) == 403:
+                    raise ObjectAccessDenied(
+                        f"{operation} failed: {code} (HTTP 403)", bucket=bucket, code=code
+                    ) from exc
                 raise
-            async with response["Body"] as stream:
-                data: bytes = await stream.read()
+            # Read through the StreamingBody itself: ``async with`` yields aiohttp's response,
+            # whose ``read()`` takes no bound. Leaving the block releases the connection
+            # (closed, not pooled, when the body was not read to its end).
+            body = response["Body"]
+            async with body:
+                declared = response.get("ContentLength")
+                if isinstance(declared, int) and declared > max_bytes:
+                    raise ObjectTooLarge(max_bytes)
+                data = await read_at_most(body, max_bytes + 1)
+        if len(data) > max_bytes:
+            raise ObjectTooLarge(max_bytes)
         return data
+
+
+async def read_at_most(stream: Any, limit: int) -> bytes:
+    """Read ``stream`` to its end or until ``limit`` bytes, whichever comes first: a read
+    returns what has arrived, up to what it was asked for, so it loops."""
+    data = bytearray()
+    while len(data) < limit:
+        chunk: bytes = await stream.read(limit - len(data))
+        if not chunk:
+            break
+        data += chunk
+    return bytes(data)

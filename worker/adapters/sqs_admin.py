@@ -9,7 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from worker.adapters.errors import aws_call
+from botocore.exceptions import ClientError
+
+from worker.adapters.errors import aws_call, error_code, http_status
+
+#: What an endpoint without message move tasks answers StartMessageMoveTask with: moto
+#: fails it with HTTP 500 ("not implemented"), other emulators name the action unknown.
+_NO_MOVE_TASKS = frozenset({"InvalidAction", "UnknownOperation", "UnknownOperationException"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,6 +26,8 @@ class MoveTask:
     status: str
     moved: int
     to_move: int | None
+    #: Why a task ended FAILED, as SQS words it (names a cause, never a message's content).
+    failure_reason: str | None = None
 
 
 class QueueAdmin:
@@ -33,14 +41,23 @@ class QueueAdmin:
             )
         return str(response["Attributes"]["QueueArn"])
 
-    async def start_move(self, source_arn: str, destination_arn: str, per_second: int) -> str:
-        """Ask SQS to move every message of ``source_arn`` back; returns the task handle."""
+    async def start_move(
+        self, source_arn: str, destination_arn: str, per_second: int
+    ) -> str | None:
+        """Ask SQS to move every message of ``source_arn`` back; returns the task handle, or
+        None where the endpoint has no move tasks (a 5xx or an unknown action). Any other
+        refusal (a denied action, a task already running, a bad parameter) is raised."""
         with aws_call("sqs.StartMessageMoveTask"):
-            response = await self._client.start_message_move_task(
-                SourceArn=source_arn,
-                DestinationArn=destination_arn,
-                MaxNumberOfMessagesPerSecond=per_second,
-            )
+            try:
+                response = await self._client.start_message_move_task(
+                    SourceArn=source_arn,
+                    DestinationArn=destination_arn,
+                    MaxNumberOfMessagesPerSecond=per_second,
+                )
+            except ClientError as exc:
+                if error_code(exc) in _NO_MOVE_TASKS or (http_status(exc) or 0) >= 500:
+                    return None
+                raise
         return str(response["TaskHandle"])
 
     async def move_task(self, source_arn: str, handle: str) -> MoveTask | None:
@@ -57,9 +74,11 @@ class QueueAdmin:
         if task is None:
             return None
         total = task.get("ApproximateNumberOfMessagesToMove")
+        reason = task.get("FailureReason")
         return MoveTask(
             handle=handle,
             status=str(task.get("Status", "?")),
             moved=int(task.get("ApproximateNumberOfMessagesMoved", 0)),
             to_move=int(total) if total is not None else None,
+            failure_reason=str(reason) if reason else None,
         )

@@ -20,12 +20,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from worker.cli.arguments import MAX_RATE, MIN_RATE, positive_count, redrive_rate
 from worker.errors import ConfigError, StoreUnavailable
 
 if TYPE_CHECKING:
     from worker.cli.bootstrap import Resources
 
 EXIT_CONFIG = 2
+EXIT_USAGE = 2  # as argparse exits on a bad argument
 EXIT_UNHEALTHY = 1
 
 
@@ -40,10 +42,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     boot.add_argument("--fifo-model-queue", action="store_true", help="make the model queue FIFO")
     demo = commands.add_parser("demo", help="the stage on a local moto server, with a demo matter")
     demo.add_argument("--once", action="store_true", help="stop after the first prompt and fold")
-    send = commands.add_parser("send", help="send one converse command to CONVERSE_QUEUE_URL")
+    send = commands.add_parser(
+        "send",
+        help="send one converse command to CONVERSE_QUEUE_URL (the message read from stdin)",
+        description="Send one converse command to CONVERSE_QUEUE_URL. The message is read "
+        "from stdin, so privileged text stays out of shell history and ps: "
+        "`worker send --conversation matter-1187 < question.txt`, or type it and end with "
+        "Ctrl-D. One trailing newline is dropped.",
+    )
     send.add_argument("--conversation", required=True, help="the conversation (matter) id")
     send.add_argument("--command-id", help="the idempotency key (default: a new UUID)")
-    send.add_argument("message", help="counsel's message")
+    send.add_argument(
+        "message",
+        nargs="?",
+        default="-",
+        help="'-' or absent (the default): read the message from stdin; a message given "
+        "here is visible in shell history and ps, kept only for older scripts",
+    )
     health = commands.add_parser(
         "health", help="exit 0 if a running worker's loops beat within their bounds (probe)"
     )
@@ -56,8 +71,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     redrive.add_argument(
         "--include-rejected", action="store_true", help="also messages the stage rejected"
     )
-    redrive.add_argument("--rate", type=int, default=10, help="messages a second (default 10)")
-    redrive.add_argument("--limit", type=int, help="stop after this many")
+    redrive.add_argument(
+        "--rate",
+        type=redrive_rate,
+        default=10,
+        help=f"messages a second, {MIN_RATE} to {MAX_RATE} (default 10)",
+    )
+    redrive.add_argument("--limit", type=positive_count, help="stop after this many")
     args = parser.parse_args(argv)
 
     try:
@@ -75,7 +95,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"{name}={value}")
             return 0
         if args.command in ("send", "dlq"):
-            from worker.cli.operator import run_operator_command
+            from worker.cli.operator import read_message, run_operator_command
+
+            if args.command == "send" and args.message == "-":
+                try:
+                    args.message = read_message(sys.stdin)
+                except ValueError as exc:
+                    print(f"worker: {exc}", file=sys.stderr)
+                    return EXIT_USAGE
 
             try:
                 return asyncio.run(run_operator_command(args))

@@ -200,7 +200,11 @@ async def _demo(*, once: bool) -> int:
             f"  AWS_ENDPOINT_URL={os.environ['AWS_ENDPOINT_URL']} AWS_ACCESS_KEY_ID=testing "
             "AWS_SECRET_ACCESS_KEY=testing AWS_DEFAULT_REGION=us-east-1 "
             f"CONVERSE_QUEUE_URL={settings.converse_queue_url} "
-            f'.venv/bin/worker send --conversation {CONVERSATION_ID} "your question"\n'
+            f".venv/bin/worker send --conversation {CONVERSATION_ID} < question.txt"
+        )
+        print(
+            "(the message is read from stdin, so it stays out of shell history and ps; without "
+            "'< question.txt', type it and end it with Ctrl-D)\n"
         )
 
         stopping = asyncio.Event()

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 
 from worker.adapters.sqs import OutboundMessage, SqsQueue
 from worker.adapters.sqs_admin import QueueAdmin
+from worker.cli.arguments import MAX_RATE, MIN_RATE
 from worker.delivery.pointers import LEGACY_SIZE_ATTRIBUTE, SIZE_ATTRIBUTE
-from worker.errors import StoreUnavailable
 from worker.ports import ReceivedMessage
 
 REASON_ATTRIBUTE = "RejectionReason"
@@ -41,6 +41,8 @@ AGE_BUCKETS: tuple[tuple[float, str], ...] = (
 )
 #: How long a message is held invisible while a run looks at it.
 HOLD_SECONDS = 120
+#: How often a running move task is looked at.
+MOVE_TASK_POLL_SECONDS = 1.0
 
 
 def age_bucket(sent_timestamp_ms: int | None, now: float) -> str:
@@ -115,6 +117,8 @@ class Redrive:
     skipped_rejected: int = 0
     failed: int = 0
     via_move_task: bool = False
+    #: How SQS's move task ended when it did not complete: its status and FailureReason.
+    move_task_failure: str | None = None
 
 
 def copy_of(message: ReceivedMessage) -> OutboundMessage:
@@ -146,6 +150,8 @@ async def redrive(
     """Send retry-exhausted messages (and rejected ones with ``include_rejected``) back to
     the converse queue at most ``per_second`` a second; delete each only after its copy
     was sent. Rejected messages left behind become visible again at the end."""
+    if not MIN_RATE <= per_second <= MAX_RATE:
+        raise ValueError(f"per_second must be from {MIN_RATE} to {MAX_RATE}")
     result = Redrive()
     kept_back: list[ReceivedMessage] = []
     started = clock()
@@ -177,19 +183,32 @@ async def redrive(
 
 
 async def redrive_everything(
-    admin: QueueAdmin, dlq: SqsQueue, converse: SqsQueue, *, per_second: int
+    admin: QueueAdmin,
+    dlq: SqsQueue,
+    converse: SqsQueue,
+    *,
+    per_second: int,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
 ) -> Redrive | None:
     """SQS's own move task, for a redrive that filters nothing; None where the endpoint has
-    no such task (moto), so the caller falls back to :func:`redrive`."""
+    no such task (moto), so the caller falls back to :func:`redrive` at the same rate.
+
+    A task that ends other than COMPLETED (FAILED, CANCELLING, CANCELLED) is reported in
+    ``move_task_failure`` with SQS's FailureReason, never replaced by another path: the
+    messages it did not move stay in the dead-letter queue. A refused start is raised.
+    """
+    if not MIN_RATE <= per_second <= MAX_RATE:
+        raise ValueError(f"per_second must be from {MIN_RATE} to {MAX_RATE}")
     source = await admin.arn(dlq.url)
-    try:
-        handle = await admin.start_move(source, await admin.arn(converse.url), per_second)
-    except StoreUnavailable:
+    handle = await admin.start_move(source, await admin.arn(converse.url), per_second)
+    if handle is None:
         return None
     while True:
         task = await admin.move_task(source, handle)
         if task is not None and task.status != "RUNNING":
+            result = Redrive(sent=task.moved, via_move_task=True)
             if task.status != "COMPLETED":
-                raise StoreUnavailable(f"sqs message move task ended {task.status}")
-            return Redrive(sent=task.moved, via_move_task=True)
-        await asyncio.sleep(1)
+                reason = f": {task.failure_reason}" if task.failure_reason else ""
+                result.move_task_failure = f"{task.status}{reason}"
+            return result
+        await sleep(MOVE_TASK_POLL_SECONDS)

@@ -9,8 +9,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import uuid
 from datetime import UTC, datetime
+from typing import TextIO
 
 from worker.adapters.sqs import SqsQueue
 from worker.adapters.sqs_admin import QueueAdmin
@@ -24,6 +26,26 @@ def converse_queue_url() -> str:
     if not url:
         raise ConfigError("CONVERSE_QUEUE_URL: Field required")
     return url
+
+
+def read_message(stdin: TextIO) -> str:
+    """Counsel's message from stdin, as UTF-8, with one trailing line end dropped (echo and a
+    heredoc add one). ValueError, naming no content, if it is not UTF-8 or is blank (the
+    stage would reject a blank message)."""
+    if stdin.isatty():
+        print("worker: reading the message from stdin; end it with Ctrl-D", file=sys.stderr)
+    raw = stdin.buffer.read() if hasattr(stdin, "buffer") else stdin.read().encode()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError("the message on stdin is not UTF-8 text") from None
+    for line_end in ("\r\n", "\n"):
+        if text.endswith(line_end):
+            text = text.removesuffix(line_end)
+            break
+    if not text.strip():
+        raise ValueError("the message on stdin is blank: nothing to send")
+    return text
 
 
 async def run_operator_command(args: argparse.Namespace) -> int:
@@ -68,6 +90,13 @@ async def run_operator_command(args: argparse.Namespace) -> int:
             )
         how = "SQS message move task" if result.via_move_task else "receive, send, delete"
         print(f"redriven {result.sent} to the converse queue ({how})")
+        if result.move_task_failure:
+            print(
+                f"worker: the SQS message move task ended {result.move_task_failure}; "
+                "what it did not move stays in the dead-letter queue",
+                file=sys.stderr,
+            )
+            return 1
         if result.skipped_rejected:
             print(f"left {result.skipped_rejected} rejected (--include-rejected sends them too)")
         if result.failed:

@@ -10,14 +10,17 @@ the message carries the pointer ``["software.amazon.payloadoffloading.PayloadS3P
 {"s3BucketName": …, "s3Key": …}]`` with the ``ExtendedPayloadSize`` attribute, exactly as
 the Extended Client (Java and Python) writes it. Nothing is ever truncated. Inbound, a
 command that is such a pointer (either attribute name, either pointer class) is read
-from S3. The stage never deletes an object: the bucket's lifecycle rule expires them,
-after every stage that reads them has had its chance.
+from S3 when it names a bucket the stage reads and an object of at most
+``PAYLOAD_MAX_BYTES`` (:class:`InboundPayloads`); otherwise it is rejected. The stage
+never deletes an object: the bucket's lifecycle rule expires them, after every stage that
+reads them has had its chance.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from worker.errors import RejectedCommand
 
@@ -25,6 +28,15 @@ POINTER_CLASS = "software.amazon.payloadoffloading.PayloadS3Pointer"
 LEGACY_POINTER_CLASS = "com.amazon.sqs.javamessaging.MessageS3Pointer"
 SIZE_ATTRIBUTE = "ExtendedPayloadSize"
 LEGACY_SIZE_ATTRIBUTE = "SQSLargePayloadSize"
+
+
+@dataclass(frozen=True, slots=True)
+class InboundPayloads:
+    """What an inbound pointer may name: one of ``buckets`` (none: no pointer is read), and
+    an object of at most ``max_bytes``."""
+
+    buckets: frozenset[str]
+    max_bytes: int
 
 
 def attributes_size(attributes: Mapping[str, str | int] | None) -> int:

@@ -56,6 +56,8 @@ REJECTION_KINDS: tuple[tuple[str, str], ...] = (
     ("message is blank", "blank_message"),
     ("the S3 pointer names an object that does not exist", "payload_missing"),
     ("the S3 pointer's object is not UTF-8", "payload_not_utf8"),
+    ("the S3 pointer names a bucket", "payload_bucket_refused"),
+    ("the S3 pointer's object is over PAYLOAD_MAX_BYTES", "payload_too_large"),
 )
 
 

@@ -86,7 +86,9 @@ class ConverseStage:
 
     async def handle(self, message: ReceivedMessage) -> Outcome:
         try:
-            command = parse_command(await resolve_body(message, self._objects))
+            command = parse_command(
+                await resolve_body(message, self._objects, self._settings.inbound_payloads)
+            )
         except RejectedCommand as exc:
             return Rejected(exc.reason)
         except RetryableError as exc:

@@ -1,9 +1,15 @@
-"""The dead-letter tool's pure parts: age buckets and the copy a redrive sends."""
+"""The dead-letter tool's pure parts: age buckets, the copy a redrive sends, the rate's
+bounds, and how SQS's move task ending is reported (over an in-memory move-task API)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import pytest
 
+from worker.adapters.sqs_admin import MoveTask
+from worker.cli import dlq, main
+from worker.cli.arguments import redrive_rate
 from worker.cli.dlq import age_bucket, copy_of
 from worker.ports import ReceivedMessage
 
@@ -40,3 +46,137 @@ def test_a_redriven_copy_keeps_body_and_attributes_and_drops_the_stages_own() ->
     copy = copy_of(message)
     assert copy.body == message.body
     assert copy.attributes == {"ExtendedPayloadSize": 2_000_000, "Custom": "kept"}
+
+
+@pytest.mark.parametrize("rate", ["0", "-5", "501", "100000", "abc", "2.5", "", "1e3"])
+def test_a_rate_outside_1_to_500_is_refused_in_one_line_before_anything_runs(
+    rate: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No ZeroDivisionError after a first batch moved, no unthrottled run: argparse refuses
+    the value (exit 2) before a queue is looked at (no CONVERSE_QUEUE_URL is needed)."""
+    with pytest.raises(SystemExit) as exited:
+        main(["dlq", "redrive", "--include-rejected", "--rate", rate])
+    assert exited.value.code == 2
+    error = capsys.readouterr().err.splitlines()[-1]
+    assert error == (
+        "worker dlq redrive: error: argument --rate: must be a whole number of messages a "
+        f"second from 1 to 500 (SQS's move task takes no more), not {rate!r}"
+    )
+
+
+@pytest.mark.parametrize(("text", "rate"), [("1", 1), ("10", 10), ("500", 500)])
+def test_rates_from_1_to_500_are_taken(text: str, rate: int) -> None:
+    assert redrive_rate(text) == rate
+
+
+@pytest.mark.parametrize("limit", ["0", "-1", "ten"])
+def test_a_limit_below_1_is_refused(limit: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["dlq", "redrive", "--limit", limit])
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"worker dlq redrive: error: argument --limit: must be a whole number from 1, not {limit!r}"
+    )
+
+
+@dataclass
+class Queue:
+    url: str
+
+
+@dataclass
+class Admin:
+    """SQS's move-task API in memory: ``start_move`` answers ``handle`` (None: the endpoint
+    has none), and each ``move_task`` call answers the next of ``listings``."""
+
+    listings: list[MoveTask | None]
+    handle: str | None = "task-1"
+    started: list[tuple[str, str, int]] = field(default_factory=list)
+
+    async def arn(self, queue_url: str) -> str:
+        return f"arn:{queue_url}"
+
+    async def start_move(
+        self, source_arn: str, destination_arn: str, per_second: int
+    ) -> str | None:
+        self.started.append((source_arn, destination_arn, per_second))
+        return self.handle
+
+    async def move_task(self, source_arn: str, handle: str) -> MoveTask | None:
+        return self.listings.pop(0)
+
+
+def task(status: str, moved: int, reason: str | None = None) -> MoveTask:
+    return MoveTask("task-1", status, moved, 5, failure_reason=reason)
+
+
+async def move(admin: Admin) -> tuple[dlq.Redrive | None, list[float]]:
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    result = await dlq.redrive_everything(
+        admin,
+        Queue("dlq"),
+        Queue("converse"),
+        per_second=50,
+        sleep=sleep,  # type: ignore[arg-type]
+    )
+    return result, slept
+
+
+async def test_a_completed_move_task_reports_what_it_moved_polling_once_a_second() -> None:
+    admin = Admin([None, task("RUNNING", 2), task("COMPLETED", 5)])
+    result, slept = await move(admin)
+    assert result == dlq.Redrive(sent=5, via_move_task=True)
+    assert admin.started == [("arn:dlq", "arn:converse", 50)]
+    assert slept == [1.0, 1.0]
+
+
+@pytest.mark.parametrize(
+    ("ended", "failure"),
+    [
+        (
+            task("FAILED", 3, "CouldNotDetermineMessageSource"),
+            "FAILED: CouldNotDetermineMessageSource",
+        ),
+        (task("FAILED", 0), "FAILED"),
+        (task("CANCELLED", 2), "CANCELLED"),
+        (task("CANCELLING", 2), "CANCELLING"),
+    ],
+)
+async def test_a_move_task_that_does_not_complete_is_reported_with_its_reason_not_replaced(
+    ended: MoveTask, failure: str
+) -> None:
+    """The operator learns how the task ended and how many it moved; nothing else moves
+    the rest (they stay in the dead-letter queue)."""
+    result, _ = await move(Admin([task("RUNNING", 1), ended]))
+    assert result == dlq.Redrive(sent=ended.moved, via_move_task=True, move_task_failure=failure)
+
+
+async def test_an_endpoint_without_move_tasks_falls_back_to_the_loop_at_the_same_rate() -> None:
+    result, slept = await move(Admin([], handle=None))
+    assert (result, slept) == (None, [])
+
+
+@pytest.mark.parametrize("per_second", [0, -1, 501])
+async def test_the_redrive_functions_refuse_a_rate_outside_1_to_500_before_any_call(
+    per_second: int,
+) -> None:
+    admin = Admin([])
+    with pytest.raises(ValueError, match="per_second must be from 1 to 500"):
+        await dlq.redrive_everything(
+            admin,
+            Queue("dlq"),
+            Queue("converse"),
+            per_second=per_second,  # type: ignore[arg-type]
+        )
+    with pytest.raises(ValueError, match="per_second must be from 1 to 500"):
+        await dlq.redrive(
+            Queue("dlq"),
+            Queue("converse"),
+            include_rejected=True,
+            per_second=per_second,  # type: ignore[arg-type]
+        )
+    assert admin.started == []

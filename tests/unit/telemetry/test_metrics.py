@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,7 +18,9 @@ from worker.telemetry import metrics as m
 from worker.telemetry.metrics import EmfFlusher, MetricsBook, emf_documents
 
 DIMENSIONS = {m.SERVICE_DIMENSION: m.SERVICE, m.QUEUE_DIMENSION: "mira-converse"}
-NOW = datetime.now(UTC)
+#: The wall clock of these tests, stopped (time is injected, never read).
+NOW = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
+WALL = NOW.timestamp()
 
 
 def parse(text: str) -> list[dict[str, Any]]:
@@ -89,7 +90,7 @@ async def test_the_flusher_writes_each_interval_and_once_more_at_stop() -> None:
     clock = FakeClock()
     out = io.StringIO()
     book = MetricsBook()
-    started = time.time()
+    started = WALL
     flusher = EmfFlusher(
         book,
         dimensions=DIMENSIONS,
@@ -119,7 +120,7 @@ async def test_a_failed_flush_is_logged_and_the_next_interval_still_flushes() ->
     out = io.StringIO()
     book = MetricsBook()
     flusher = EmfFlusher(
-        book, dimensions=DIMENSIONS, interval=10, clock=clock, wall=time.time, out=out
+        book, dimensions=DIMENSIONS, interval=10, clock=clock, wall=lambda: WALL, out=out
     )
     book.observe(m.TURN_LATENCY, float("nan"))  # refused by the library's validation
     done = asyncio.Event()
@@ -152,7 +153,7 @@ async def test_documents_stdout_refused_are_written_at_the_next_flush() -> None:
     clock = FakeClock()
     out = RefusingOut(refusals=1)
     book = MetricsBook()
-    started = time.time()
+    started = WALL
     flusher = EmfFlusher(
         book, dimensions=DIMENSIONS, interval=60, clock=clock, wall=lambda: started + clock.now,
         out=out,
@@ -183,7 +184,7 @@ def test_documents_held_past_the_bound_drop_the_oldest_and_say_how_many(
     out = RefusingOut(refusals=3)
     book = MetricsBook()
     flusher = EmfFlusher(
-        book, dimensions=DIMENSIONS, interval=60, clock=FakeClock(), wall=time.time, out=out
+        book, dimensions=DIMENSIONS, interval=60, clock=FakeClock(), wall=lambda: WALL, out=out
     )
     with captured_logs() as logs:
         for served in (1, 2, 3, 4):

@@ -182,6 +182,9 @@ def test_the_age_at_receive_comes_from_sent_timestamp() -> None:
         ("message is blank", "blank_message"),
         ("the S3 pointer names an object that does not exist", "payload_missing"),
         ("the S3 pointer's object is not UTF-8 text", "payload_not_utf8"),
+        ("the S3 pointer names a bucket this stage does not read: other", "payload_bucket_refused"),
+        ("the S3 pointer names a bucket, but PAYLOAD_BUCKET is not set", "payload_bucket_refused"),
+        ("the S3 pointer's object is over PAYLOAD_MAX_BYTES (4194304)", "payload_too_large"),
         ("something new", "other"),
     ],
 )
