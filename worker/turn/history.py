@@ -4,22 +4,98 @@ core's work, and the fold request's send.
 A turn reads one page of the history table. Only when the window's floor would open on
 an answer whose question lies beyond that page (a run of answers longer than a page)
 does it read older pages, one Query each, until the question is in or nothing older is
-left.
+left. The window is the sliding one (:func:`bound_history`) or, with
+``HISTORY_WINDOW_MODE=cache-aligned``, the cache-aligned one, whose stored anchor comes in
+the same Query (on the ``state`` item).
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import datetime
 
 from worker.logs import get_logger
-from worker.memory import CompactionPlan, ConverseView, FoldGap, Window, bound_history
+from worker.memory import (
+    CompactionPlan,
+    ConverseView,
+    FoldGap,
+    Window,
+    bound_history,
+    render_converse,
+)
+from worker.memory.cache_aligned import AlignedWindow, WindowAnchor, cache_aligned_window
+from worker.memory.converse import previous_history_end
 from worker.ports import HistoryPage, HistoryStore, MessageSender
 from worker.settings import Settings
 from worker.turn.commands import ConverseCommand, compaction_request, encode_body
 
 log = get_logger()
+
+
+@dataclass(frozen=True, slots=True)
+class TurnWindow:
+    """What a turn read and the window it chose; ``aligned`` in the cache-aligned mode."""
+
+    page: HistoryPage
+    window: Window
+    aligned: AlignedWindow | None = None
+
+    @property
+    def anchor_to_write(self) -> WindowAnchor | None:
+        """The anchor this turn must store: a new one that the ``state`` item does not
+        already hold (nothing is written when the stored one stays, or equals the new)."""
+        new = self.aligned.anchor_to_store if self.aligned is not None else None
+        return None if new is None or new == self.page.anchor else new
+
+    def view(self, message: str) -> ConverseView:
+        """The model-ready view; with the history's cache points in the cache-aligned mode."""
+        summary = self.page.state.summary
+        if self.aligned is None:
+            return render_converse(self.window, message, summary)
+        return render_converse(
+            self.window,
+            message,
+            summary,
+            cache_history=True,
+            previous_history_end=previous_history_end(self.window),
+        )
+
+
+async def read_turn_window(
+    store: HistoryStore, conversation_id: str, settings: Settings
+) -> TurnWindow:
+    """The window of the configured mode over the page (or pages) it needs."""
+    if not settings.cache_aligned:
+        page, window = await read_window(store, conversation_id, settings)
+        return TurnWindow(page, window)
+    page, aligned = await read_aligned_window(store, conversation_id, settings)
+    return TurnWindow(page, aligned.window, aligned)
+
+
+async def read_aligned_window(
+    store: HistoryStore, conversation_id: str, settings: Settings
+) -> tuple[HistoryPage, AlignedWindow]:
+    """:func:`read_window` for the cache-aligned window: the anchor from the page's state
+    item; older pages only when a fallback's floor needs them, as the sliding window's."""
+    size = settings.history_page_size
+
+    def aligned(page: HistoryPage) -> AlignedWindow:
+        return cache_aligned_window(
+            page.messages,
+            settings.window_limits,
+            folded_through=page.state.folded_through,
+            anchor=page.anchor,
+            headroom=settings.anchor_headroom,
+        )
+
+    page = await store.load_page(conversation_id, size)
+    result = aligned(page)
+    while page.older is not None and result.window.floor_needs_older:
+        page = page.extended_by(await store.load_page(conversation_id, size, older_than=page.older))
+        result = aligned(page)
+    return page, result
 
 
 async def read_window(
