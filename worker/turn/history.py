@@ -132,8 +132,16 @@ def fold_request_sender(
     return send
 
 
-def log_memory(page: HistoryPage, window: Window, gap: FoldGap | None, view: ConverseView) -> None:
-    """Log what the core did to this turn's history: ids and counts, never content."""
+def log_memory(
+    page: HistoryPage,
+    window: Window,
+    gap: FoldGap | None,
+    view: ConverseView,
+    *,
+    aligned: AlignedWindow | None = None,
+) -> None:
+    """Log what the core did to this turn's history: ids and counts, never content. In the
+    cache-aligned mode (``aligned``) the window line also says how the window was chosen."""
     if page.malformed:
         log.warning(
             "clerk.converse_history_entries_dropped",
@@ -141,6 +149,9 @@ def log_memory(page: HistoryPage, window: Window, gap: FoldGap | None, view: Con
             reasons=dict(Counter(page.malformed)),
         )
     if window.dropped or page.queries > 1:
+        anchor: dict[str, str] = {} if aligned is None else {"anchor": aligned.outcome}
+        if aligned is not None and aligned.reason is not None:
+            anchor["anchor_reason"] = aligned.reason
         log.info(
             "clerk.converse_history_window_bounded",
             dropped=window.dropped,
@@ -149,6 +160,7 @@ def log_memory(page: HistoryPage, window: Window, gap: FoldGap | None, view: Con
             estimated_tokens=window.estimated_tokens,
             floor_overrode_budget=window.floor_overrode_budget,
             extra_queries=page.queries - 1,
+            **anchor,
         )
     if gap is not None:
         log.warning(
@@ -163,3 +175,23 @@ def log_memory(page: HistoryPage, window: Window, gap: FoldGap | None, view: Con
             count=len(view.left_out),
             reasons=dict(Counter(left.reason for left in view.left_out)),
         )
+
+
+def log_anchor(read: TurnWindow) -> None:
+    """The cache-aligned window's choice, every turn of that mode: kept, re-anchored (and
+    why) or fell back; the anchor in force after the turn, the one the ``state`` item held,
+    and whether this turn stores a new one. Seqs and marks only, never content."""
+    aligned = read.aligned
+    if aligned is None:
+        return
+    after, stored = aligned.anchor, read.page.anchor
+    log.info(
+        "clerk.converse_window_anchor",
+        outcome=aligned.outcome,
+        reason=aligned.reason,
+        anchor_seq=after.seq if after is not None else None,
+        anchor_folded_through=after.folded_through if after is not None else None,
+        stored_seq=stored.seq if stored is not None else None,
+        stored_folded_through=stored.folded_through if stored is not None else None,
+        write=read.anchor_to_write is not None,
+    )

@@ -42,7 +42,7 @@ from worker.settings import Settings
 from worker.telemetry import turn as telemetry
 from worker.turn.anchoring import AnchorRidingClaims, store_anchor
 from worker.turn.commands import ConverseCommand, encode_body, parse_command, prompt_payload
-from worker.turn.history import fold_request_sender, log_memory, read_turn_window
+from worker.turn.history import fold_request_sender, log_anchor, log_memory, read_turn_window
 from worker.turn.payloads import resolve_body
 
 log = get_logger()
@@ -197,7 +197,10 @@ class ConverseStage:
         page, window = read.page, read.window
         gap = fold_gap(window, page.state.folded_through)
         view = read.view(command.message)
-        log_memory(page, window, gap, view)
+        log_memory(page, window, gap, view, aligned=read.aligned)
+        if read.aligned is not None:
+            log_anchor(read)
+            telemetry.window_anchored(read.aligned.outcome, read.aligned.reason)
         body = encode_body(prompt_payload(command, window, page.state, view))
         await self._model_queue.send(
             body, group_id=command.conversation_id, deduplication_id=command.command_id

@@ -10,12 +10,16 @@ from typing import Any
 
 from tests.conftest import captured_logs
 from tests.conftest import settings as make_settings
+from tests.unit.clock import FakeClock
 from tests.unit.fakes import HistoryTable, MemoryQueue, memory_stage
 from tests.unit.turn.test_turn_memory import COMMAND, NoLedger, replace_command
 from worker.delivery.outcomes import Done
 from worker.errors import StoreUnavailable
 from worker.memory.cache_aligned import WindowAnchor
 from worker.ports import ReceivedMessage
+from worker.telemetry import metrics as m
+from worker.telemetry.metrics import MetricsBook
+from worker.telemetry.turn import Telemetry
 from worker.turn.stage import ConverseStage
 
 ALIGNED = make_settings(history_window_mode="cache-aligned")
@@ -207,3 +211,102 @@ async def test_an_empty_conversation_anchors_on_its_first_message_to_come() -> N
         {"role": "user", "content": [{"text": "And clause 9?"}]}
     ]
     assert table.anchor == WindowAnchor(1, 0)
+
+
+# --- visible: the anchor's log line, the window line's field, the metric ------------------
+
+
+def anchor_events(logs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [e for e in logs if e["event"] == "clerk.converse_window_anchor"]
+
+
+async def test_every_turn_logs_how_its_window_was_chosen_and_what_it_stores() -> None:
+    """Turn by turn: a first turn anchors, the next keeps it, a fold landing re-anchors,
+    a window grown past the budget re-anchors (overflow), and an unfolded tail too large
+    for the budget falls back to the sliding window; the line names the anchor in force,
+    the stored one, and whether the turn writes."""
+    table = HistoryTable()
+    exchanges(table, 28)
+    table.fold(50, SUMMARY)
+    stage = stage_over(table, MemoryQueue())
+    seen: list[tuple[Any, ...]] = []
+    with captured_logs() as logs:
+        await stage.handle(delivery("c-1"))  # first turn: anchored at the budget less headroom
+        table.append(("user", "q"), ("assistant", "a"))
+        await stage.handle(delivery("c-2"))  # kept
+        table.fold(54, SUMMARY + " And more.")
+        await stage.handle(delivery("c-3"))  # the fold moved
+        table.append(*[("user", "q"), ("assistant", "a")] * 4)
+        await stage.handle(delivery("c-4"))  # 8 more messages: over the 25-message cap
+    for event in anchor_events(logs):
+        seen.append((event["outcome"], event["reason"], event["write"], event["stored_seq"]))
+        assert event["log_level"] == "info"
+    first = anchor_events(logs)[0]["anchor_seq"]
+    assert seen == [
+        ("reanchored", "first_turn", True, None),
+        ("kept", None, False, first),
+        ("reanchored", "fold_moved", True, first),
+        ("reanchored", "overflow", True, anchor_events(logs)[2]["anchor_seq"]),
+    ]
+    last = anchor_events(logs)[-1]
+    assert table.anchor == WindowAnchor(last["anchor_seq"], last["anchor_folded_through"])
+    bounded = [e for e in logs if e["event"] == "clerk.converse_history_window_bounded"]
+    assert [(e["anchor"], e.get("anchor_reason")) for e in bounded] == [
+        ("reanchored", "first_turn"),
+        ("kept", None),
+        ("reanchored", "fold_moved"),
+        ("reanchored", "overflow"),
+    ]
+
+
+async def test_a_fallback_is_logged_with_its_fold_gap_and_stores_nothing() -> None:
+    table = HistoryTable()
+    exchanges(table, 30)  # 60 unfolded messages: more than the window's 25
+    with captured_logs() as logs:
+        await stage_over(table, MemoryQueue()).forward(COMMAND)
+    [event] = anchor_events(logs)
+    assert (event["outcome"], event["reason"], event["anchor_seq"], event["write"]) == (
+        "fallback",
+        None,
+        None,
+        False,
+    )
+    [gap] = [e for e in logs if e["event"] == "clerk.converse_history_fold_gap"]
+    assert (gap["first_seq"], gap["last_seq"]) == (1, 36)
+
+
+async def test_the_sliding_mode_logs_no_anchor_and_its_window_line_as_before() -> None:
+    table = HistoryTable()
+    exchanges(table, 30)
+    table.fold(56, SUMMARY)
+    with captured_logs() as logs:
+        await stage_over(table, MemoryQueue(), settings=make_settings()).forward(COMMAND)
+    assert anchor_events(logs) == []
+    [bounded] = [e for e in logs if e["event"] == "clerk.converse_history_window_bounded"]
+    assert "anchor" not in bounded and "anchor_reason" not in bounded
+
+
+async def test_no_anchor_line_or_warning_carries_content() -> None:
+    secret = "PRIVILEGED settlement figure"
+    table = HistoryTable(anchor_error=THROTTLED)
+    table.append(("user", secret), ("assistant", secret))
+    table.fold(0, secret)
+    with captured_logs() as logs:
+        await stage_over(table, MemoryQueue()).handle(delivery("c-1", secret))
+    assert anchor_events(logs)
+    assert secret not in repr(logs)
+
+
+async def test_the_stages_re_anchors_reach_the_turns_metrics() -> None:
+    book = MetricsBook()
+    spy = Telemetry(metrics=book, clock=FakeClock())
+    table = HistoryTable()
+    exchanges(table, 3)
+    stage = stage_over(table, MemoryQueue())
+    for command_id in ("c-1", "c-2"):  # a first turn anchors, the second keeps it
+        message = delivery(command_id)
+        with spy.turn(message, received_at=0.0):
+            await stage.handle(message)
+    tally = book.take()
+    assert tally.reanchored == {"first_turn": 1}
+    assert tally.counts[m.COMMANDS_SERVED] == 2
