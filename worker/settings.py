@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Literal, Self
+from typing import Any, Literal, Self
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -186,10 +186,11 @@ class Settings(BaseSettings):
         return self.history_window_max_messages + 2
 
 
-def load_settings() -> Settings:
-    """Read the settings from the environment, or raise :class:`ConfigError` with one line."""
+def load_settings(**overrides: Any) -> Settings:
+    """Read the settings from the environment (``overrides`` win over it, validated alike),
+    or raise :class:`ConfigError` with one line."""
     try:
-        return Settings()
+        return Settings(**overrides)
     except ValidationError as exc:
         raise ConfigError(describe_validation_error(exc)) from None
 
