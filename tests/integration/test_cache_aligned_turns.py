@@ -14,19 +14,25 @@ holds the floor, and either keeps the budget with nothing unfolded left out or i
 sliding window (a fallback). Across consecutive turns that keep the anchor (no fold landed,
 no overflow), the previous view up to its history cache point is, block for block, the start
 of the next (and the prompt-cache model reads it). The anchor on the ``state`` item is the
-one the turn's ``clerk.converse_window_anchor`` line names.
+one the turn's ``clerk.converse_window_anchor`` line names, and the worker's own calls show
+what it costs: one Query a turn, and one UpdateItem of the ``state`` item per turn that
+stores an anchor or claims a fold request, never two (the anchor rides the claim).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import random
+from collections import Counter
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
+import worker.cli.runtime as runtime
 from tests.conftest import captured_logs
 from tests.integration.conftest import Stack, running_worker
 from worker.adapters.dynamodb import STATE_KEY, message_key, window_anchor
@@ -223,8 +229,32 @@ def check_prefix(
     c.prefixes_checked += 1
 
 
+@pytest.fixture
+def worker_calls(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """The in-process worker's DynamoDB calls (retries not counted): ``Operation`` and, for
+    a single-item call, ``Operation sk-kind`` (``state``, ``cmd#``)."""
+    calls: Counter[str] = Counter()
+    original = runtime.aws_clients
+
+    def count(params: dict[str, Any], event_name: str, **_: Any) -> None:
+        operation = event_name.rsplit(".", 1)[-1]
+        calls[operation] += 1
+        sk = str(params.get("Key", {}).get("sk", {}).get("S", ""))
+        if sk:
+            calls[f"{operation} {'state' if sk == STATE_KEY else sk.split('#')[0] + '#'}"] += 1
+
+    @contextlib.asynccontextmanager
+    async def counted(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        async with original(*args, **kwargs) as clients:
+            clients.dynamodb.meta.events.register("before-parameter-build.dynamodb", count)
+            yield clients
+
+    monkeypatch.setattr(runtime, "aws_clients", counted)
+    return calls
+
+
 async def test_a_conversation_through_the_real_worker_keeps_its_prompt_prefix(
-    stack: Stack,
+    stack: Stack, worker_calls: Counter[str], reliability_report: dict[str, Any]
 ) -> None:
     conversations = [
         Conversation(f"matter-aligned-{name}", random.Random(seed))
@@ -281,6 +311,24 @@ async def test_a_conversation_through_the_real_worker_keeps_its_prompt_prefix(
                     await append(stack, c, questions[c.conversation_id], c.answer(turn))
 
     assert stack.prompts_checked == TURNS * len(conversations)
+    turns = TURNS * len(conversations)
+    anchored = [e for e in logs if e["event"] == ANCHOR_EVENT]
+    writing = {(e["conversation_id"], e["command_id"]) for e in anchored if e["write"]}
+    claiming = {
+        (e["conversation_id"], e["command_id"])
+        for e in logs
+        if e["event"] == "clerk.converse_compaction_requested"
+    }
+    assert worker_calls["Query"] == turns  # one Query a turn
+    # One UpdateItem of the state item per turn that writes an anchor or claims, not two.
+    assert worker_calls["UpdateItem state"] == len(writing | claiming)
+    assert writing & claiming  # the case was met: an anchor rode a claim
+    reliability_report["cache-aligned turns (integration)"] = {
+        "turns": turns,
+        "anchor writes per turn": round(len(writing) / turns, 3),
+        "of them riding a fold claim": round(len(writing & claiming) / turns, 3),
+        "extra UpdateItem per turn": round(len(writing - claiming) / turns, 3),
+    }
     outcomes = {o for c in conversations for o in c.outcomes}
     # The run reaches every case the rule has (else the checks above could be vacuous).
     assert {"reanchored:first_turn", "kept:None", "reanchored:fold_moved"} <= outcomes
