@@ -1,5 +1,6 @@
 """The entry points: ``worker run`` (the consumer), ``worker bootstrap`` (create the
-resources), ``worker demo``, ``worker health``, ``worker send`` and ``worker dlq``.
+resources), ``worker demo``, ``worker health``, ``worker send``, ``worker dlq`` and
+``worker window``.
 
 Owns: the command line (this module), the wiring of one worker process
 (:mod:`~worker.cli.runtime`, :mod:`~worker.cli.batched_turns`), the operator's and the DLQ
@@ -78,6 +79,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         help=f"messages a second, {MIN_RATE} to {MAX_RATE} (default 10)",
     )
     redrive.add_argument("--limit", type=positive_count, help="stop after this many")
+    from worker.cli.window import add_parser as add_window_parser
+
+    add_window_parser(commands)
     args = parser.parse_args(argv)
 
     try:
@@ -94,7 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for name, value in asyncio.run(_bootstrap(resources)).items():
                 print(f"{name}={value}")
             return 0
-        if args.command in ("send", "dlq"):
+        if args.command in ("send", "dlq", "window"):
             from worker.cli.operator import read_message, run_operator_command
 
             if args.command == "send" and args.message == "-":
