@@ -81,6 +81,7 @@ ENV_FROM_RESOURCE = {
 ENV_FROM_PARAMETER = {
     "HISTORY_WINDOW_MAX_TOKENS": "HistoryWindowMaxTokens",
     "MEMORY_FOLD_MIN_TOKENS": "MemoryFoldMinTokens",
+    "HISTORY_WINDOW_MODE": "HistoryWindowMode",
     "WORKER_CONCURRENCY": "WorkerConcurrency",
 }
 
