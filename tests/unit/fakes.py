@@ -97,6 +97,8 @@ class HistoryTable:
     anchor: WindowAnchor | None = None
     queries: list[str | None] = field(default_factory=list)
     writes: list[str] = field(default_factory=list)
+    #: The ``through`` of every claim won, in order.
+    claims: list[int] = field(default_factory=list)
     anchor_error: Exception | None = None
 
     def append(self, *spec: tuple[Role, str]) -> None:
@@ -143,6 +145,7 @@ class HistoryTable:
             requested_at=now,
             request_version=seen.request_version + 1,
         )
+        self.claims.append(plan.through)
         if anchor is not None:
             self.anchor = anchor
         return True

@@ -8,18 +8,16 @@ claim is a conditional write on the request mark's version.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field, replace
-from datetime import datetime
 from typing import Any
 
 import pytest
 
 from tests.conftest import captured_logs
-from tests.unit.fakes import NOW, MemoryQueue, memory_stage
+from tests.unit.fakes import NOW, HistoryTable, MemoryQueue, memory_stage
 from worker.errors import StoreUnavailable
-from worker.memory import CompactionPlan, FoldState, HistoryMessage, Role
+from worker.memory import CompactionPlan, FoldState
 from worker.memory.compaction import maybe_enqueue_compaction
-from worker.ports import CommandClaim, HistoryPage
+from worker.ports import CommandClaim
 from worker.settings import Settings
 from worker.turn.commands import ConverseCommand
 from worker.turn.stage import ConverseStage
@@ -27,65 +25,6 @@ from worker.turn.stage import ConverseStage
 UNREACHABLE = StoreUnavailable("sqs.SendMessage: the endpoint did not answer")
 
 SETTINGS = Settings.at_defaults()
-
-
-@dataclass
-class FakeHistory:
-    """One conversation's history table: messages by seq, the state item, Queries counted."""
-
-    messages: dict[int, HistoryMessage] = field(default_factory=dict)
-    state: FoldState | None = None
-    queries: list[str | None] = field(default_factory=list)
-    claims: list[int] = field(default_factory=list)
-
-    def append(self, *spec: tuple[Role, str]) -> None:
-        for role, content in spec:
-            seq = len(self.messages) + 1
-            self.messages[seq] = HistoryMessage(seq, role, content)
-
-    async def load_page(
-        self, conversation_id: str, limit: int, *, older_than: str | None = None
-    ) -> HistoryPage:
-        self.queries.append(older_than)
-        keys: list[tuple[str, HistoryMessage | None]] = [
-            (f"msg#{seq:012d}", message) for seq, message in sorted(self.messages.items())
-        ]
-        if self.state is not None:
-            keys.append(("state", None))
-        newest_first = [k for k in reversed(keys) if older_than is None or k[0] < older_than]
-        read = newest_first[:limit]
-        return HistoryPage(
-            state=(self.state or FoldState()) if older_than is None else FoldState(),
-            messages=tuple(m for _, m in read if m is not None),
-            older=read[-1][0] if len(read) == limit else None,
-        )
-
-    async def claim_compaction(
-        self, conversation_id: str, plan: CompactionPlan, *, seen: FoldState, now: datetime
-    ) -> bool:
-        current = self.state or FoldState()
-        if current.request_version != seen.request_version:
-            return False
-        self.state = replace(
-            current,
-            requested_through=plan.through,
-            requested_at=now,
-            request_version=seen.request_version + 1,
-        )
-        self.claims.append(plan.through)
-        return True
-
-    async def release_compaction(
-        self, conversation_id: str, plan: CompactionPlan, *, seen: FoldState, claimed_at: datetime
-    ) -> None:
-        current = self.state or FoldState()
-        if current.request_version == seen.request_version + 1:
-            self.state = replace(
-                current,
-                requested_through=seen.requested_through,
-                requested_at=seen.requested_at,
-                request_version=seen.request_version,
-            )
 
 
 class NoLedger:
@@ -102,7 +41,7 @@ class NoLedger:
         return None
 
 
-def stage_over(history: FakeHistory, model: MemoryQueue, compaction: MemoryQueue) -> ConverseStage:
+def stage_over(history: HistoryTable, model: MemoryQueue, compaction: MemoryQueue) -> ConverseStage:
     return memory_stage(
         history=history,
         ledger=NoLedger(),
@@ -125,7 +64,7 @@ async def test_a_run_of_answers_longer_than_the_page_still_opens_on_its_question
     """GIVEN one question followed by 30 stored answers (the page holds 26 messages),
     WHEN a turn bounds the history, THEN it reads one page further, the window opens on
     the question, and the extra Query is counted in the window's log line."""
-    history = FakeHistory(state=FoldState())
+    history = HistoryTable(state=FoldState())
     history.append(("user", "Summarise the agreement, part by part."))
     history.append(*[("assistant", f"Part {i}.") for i in range(30)])
     model = MemoryQueue()
@@ -140,7 +79,7 @@ async def test_a_run_of_answers_longer_than_the_page_still_opens_on_its_question
 
 
 async def test_a_run_of_answers_is_read_no_further_than_its_question() -> None:
-    history = FakeHistory(state=FoldState())
+    history = HistoryTable(state=FoldState())
     history.append(*[("user", "q"), ("assistant", "a")] * 20)  # seqs 1-40
     history.append(("user", "Summarise the agreement."))
     history.append(*[("assistant", f"Part {i}.") for i in range(60)])  # seqs 42-101
@@ -156,7 +95,7 @@ async def test_a_run_of_answers_is_read_no_further_than_its_question() -> None:
 
 
 async def test_a_turn_costs_one_query_when_the_floor_opens_on_a_question() -> None:
-    history = FakeHistory(state=FoldState(folded_through=40, summary="folded"))
+    history = HistoryTable(state=FoldState(folded_through=40, summary="folded"))
     history.append(*[("user", "q"), ("assistant", "a")] * 100)
     model = MemoryQueue()
     with captured_logs() as logs:
@@ -169,7 +108,7 @@ async def test_a_turn_costs_one_query_when_the_floor_opens_on_a_question() -> No
 async def test_answers_that_reach_the_conversations_start_need_no_further_read() -> None:
     """A greeting run at seq 1 has no question to find: the whole conversation is one
     short page, so nothing more is read."""
-    history = FakeHistory()
+    history = HistoryTable()
     history.append(*[("assistant", "Hello.")] * 12)
     model = MemoryQueue()
     await stage_over(history, model, MemoryQueue()).forward(COMMAND)
@@ -178,7 +117,7 @@ async def test_answers_that_reach_the_conversations_start_need_no_further_read()
 
 
 async def test_the_fold_gap_warning_names_the_unfolded_seqs_the_window_dropped() -> None:
-    history = FakeHistory(state=FoldState(folded_through=4, summary="folded"))
+    history = HistoryTable(state=FoldState(folded_through=4, summary="folded"))
     history.append(*[("user", "q" * 400), ("assistant", "a" * 4000)] * 20)
     with captured_logs() as logs:
         await stage_over(history, MemoryQueue(), MemoryQueue()).forward(COMMAND)
@@ -193,7 +132,7 @@ async def test_the_fold_gap_warning_names_the_unfolded_seqs_the_window_dropped()
 async def test_a_failed_send_of_a_fold_request_releases_the_claim() -> None:
     """GIVEN a fold due and a compaction queue that fails, WHEN the turn asks for the
     fold, THEN the claim is put back as it was, so the next turn asks again at once."""
-    history = FakeHistory(state=FoldState())
+    history = HistoryTable(state=FoldState())
     history.append(*[("user", "q"), ("assistant", "a")] * 10)
     page = await history.load_page("matter-1", SETTINGS.history_page_size)
     compaction = MemoryQueue(error=UNREACHABLE)
@@ -213,7 +152,7 @@ async def test_a_failed_send_of_a_fold_request_releases_the_claim() -> None:
 
 
 async def test_a_send_that_is_cancelled_also_releases_the_claim() -> None:
-    history = FakeHistory(state=FoldState())
+    history = HistoryTable(state=FoldState())
     history.append(*[("user", "q"), ("assistant", "a")] * 10)
     page = await history.load_page("matter-1", 27)
 
@@ -237,7 +176,7 @@ async def test_a_send_that_is_cancelled_also_releases_the_claim() -> None:
 async def test_two_workers_that_planned_from_one_state_send_one_request() -> None:
     """Both read the same state and find the same fold due; the second claim finds the
     mark moved and sends nothing."""
-    history = FakeHistory(state=FoldState())
+    history = HistoryTable(state=FoldState())
     history.append(*[("user", "q"), ("assistant", "a")] * 10)
     first = await history.load_page("matter-1", 27)
     second = await history.load_page("matter-1", 27)
@@ -251,7 +190,7 @@ async def test_two_workers_that_planned_from_one_state_send_one_request() -> Non
 async def test_requests_pipeline_while_the_fold_lags() -> None:
     """GIVEN a compactor that never answers, WHEN the tail keeps growing, THEN a request
     leaves for each new stretch of twelve messages, each above the last."""
-    history = FakeHistory(state=FoldState())
+    history = HistoryTable(state=FoldState())
     compaction = MemoryQueue()
     stage = stage_over(history, MemoryQueue(), compaction)
     for turn in range(1, 31):
