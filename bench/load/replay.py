@@ -22,13 +22,22 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import cache
 
 from bench.load.workload import corpus, mixed_conversations
-from worker.memory import HistoryMessage, estimate_tokens, trim_message
+from worker.memory import (
+    CompactionPlan,
+    FoldLimits,
+    FoldState,
+    HistoryMessage,
+    WindowLimits,
+    estimate_tokens,
+    plan_compaction,
+    trim_message,
+)
 
 #: The replay's clock starts here (any fixed instant: only differences matter).
 START = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
@@ -168,3 +177,51 @@ class ScriptedCompactor:
     def pending(self) -> Iterator[int]:
         """Turns with a landing still to come."""
         return iter(sorted(self.landings))
+
+
+#: The retry period the replay's requests live under: none is ever overdue (the scripted
+#: compactor answers every request; the worker runs with the same setting).
+NO_RETRY = timedelta(days=1)
+
+
+@dataclass
+class FoldTrack:
+    """One conversation's ``state`` item as the scripted compactor and the requests move
+    it: the fold mark and summary, and the newest request's ``through``."""
+
+    compactor: ScriptedCompactor
+    folded_through: int = 0
+    summary: str | None = None
+    requested_through: int | None = None
+
+    def before_turn(self, turn: int) -> bool:
+        """Land the folds due before ``turn``; True when the mark moved."""
+        folded = self.compactor.land(turn, self.folded_through)
+        if folded == self.folded_through:
+            return False
+        self.folded_through = folded
+        compactor = self.compactor
+        self.summary = fold_summary(compactor.conversation_id, folded, seed=compactor.seed)
+        return True
+
+    def state(self) -> FoldState:
+        return FoldState(self.folded_through, self.summary, self.requested_through, START)
+
+    def due(
+        self, history: Sequence[HistoryMessage], limits: WindowLimits, fold: FoldLimits
+    ) -> CompactionPlan | None:
+        """The request the stage sends on this turn, from the page it reads (the newest
+        ``max_messages + 1`` messages), or None."""
+        page = tuple(reversed(history[-(limits.max_messages + 1) :]))
+        return plan_compaction(
+            page,
+            self.state(),
+            FoldLimits(fold.fold_min_tokens, fold.window_max_messages, NO_RETRY),
+            older_unread=len(history) > len(page),
+            now=START,
+        )
+
+    def requested(self, turn: int, through: int) -> int:
+        """A request for ``through`` went out at ``turn``; returns the turn it lands before."""
+        self.requested_through = through
+        return self.compactor.requested(turn, through)
