@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from typing import Literal, Protocol
 
 from worker.memory import FoldState, HistoryMessage
+from worker.memory.cache_aligned import WindowAnchor
 from worker.memory.compaction import FoldClaims as FoldClaims  # the stage's port, re-exported
 
 
@@ -34,7 +35,9 @@ class HistoryPage:
 
     ``malformed`` holds one reason per stored message item that was left out. ``older`` is
     where the next older page starts when the read stopped at its limit (None: nothing
-    older is left unread); ``queries`` is how many Queries the page took.
+    older is left unread); ``queries`` is how many Queries the page took. ``anchor`` is the
+    cache-aligned window's anchor as the ``state`` item holds it (``window_anchor`` and
+    ``window_anchor_folded_through``): None when either is missing or malformed.
     """
 
     state: FoldState
@@ -42,6 +45,7 @@ class HistoryPage:
     malformed: tuple[str, ...] = ()
     older: str | None = None
     queries: int = 1
+    anchor: WindowAnchor | None = None
 
     def extended_by(self, older_page: HistoryPage) -> HistoryPage:
         """This page followed by the next older one (whose state item, if any, is ignored)."""
@@ -51,6 +55,7 @@ class HistoryPage:
             malformed=self.malformed + older_page.malformed,
             older=older_page.older,
             queries=self.queries + older_page.queries,
+            anchor=self.anchor,
         )
 
 
@@ -135,6 +140,18 @@ class HistoryStore(Protocol):
     ) -> HistoryPage:
         """The state item and the newest messages, newest first, in one read; with
         ``older_than`` (a page's ``older``), the messages before that point instead."""
+        ...
+
+
+class WindowAnchors(Protocol):
+    """The cache-aligned window's anchor on a conversation's ``state`` item, written only by
+    this stage (the compactor leaves it alone)."""
+
+    async def store_anchor(self, conversation_id: str, anchor: WindowAnchor) -> None:
+        """Set ``window_anchor`` and ``window_anchor_folded_through`` in one write, leaving
+        every other attribute of the item as it is. Unconditional: of two turns racing,
+        the last write wins, and the loser's next turn at worst re-anchors (a cache miss,
+        never a rule: the window checks any anchor it is given)."""
         ...
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Literal, Self
+from typing import Any, Literal, Self
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -11,6 +11,11 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from worker.delivery.policy import RECEIVE_RETURN_MARGIN_SECONDS, ConsumerPolicy
 from worker.errors import ConfigError
 from worker.memory import FoldLimits, WindowLimits
+from worker.memory.cache_aligned import (
+    DEFAULT_HEADROOM_MESSAGES,
+    DEFAULT_HEADROOM_TOKENS,
+    AnchorHeadroom,
+)
 from worker.telemetry.probe import DEFAULT_HEALTH_FILE
 
 
@@ -60,6 +65,36 @@ class Settings(BaseSettings):
                 f"HISTORY_WINDOW_FLOOR_MESSAGES ({self.history_window_floor_messages}) must be "
                 f"below HISTORY_WINDOW_MAX_MESSAGES ({self.history_window_max_messages}): "
                 "the budget extends the window past the floor, so the floor must leave it room"
+            )
+        return self
+
+    # The window's mode: `sliding` (the window rules exactly) or `cache-aligned` (the start
+    # stays put between fold landings, so the model can read the history from its cache).
+    # The headroom is what a re-anchored window leaves below the budget to grow into.
+    history_window_mode: Literal["sliding", "cache-aligned"] = "sliding"
+    history_window_anchor_headroom_tokens: int = Field(default=DEFAULT_HEADROOM_TOKENS, ge=0)
+    history_window_anchor_headroom_messages: int = Field(default=DEFAULT_HEADROOM_MESSAGES, ge=0)
+
+    @model_validator(mode="after")
+    def _headroom_below_the_budget(self) -> Self:
+        # Checked only where it is used: a sliding window never reads the headroom, so a
+        # small budget that was valid before the mode existed stays valid.
+        if self.history_window_mode != "cache-aligned":
+            return self
+        if self.history_window_anchor_headroom_tokens >= self.history_window_max_tokens:
+            raise ValueError(
+                "HISTORY_WINDOW_ANCHOR_HEADROOM_TOKENS "
+                f"({self.history_window_anchor_headroom_tokens}) must be below "
+                f"HISTORY_WINDOW_MAX_TOKENS ({self.history_window_max_tokens}): the headroom "
+                "is room left inside the budget, and the window must keep some to re-anchor"
+            )
+        if self.history_window_anchor_headroom_messages >= self.history_window_max_messages:
+            raise ValueError(
+                "HISTORY_WINDOW_ANCHOR_HEADROOM_MESSAGES "
+                f"({self.history_window_anchor_headroom_messages}) must be below "
+                f"HISTORY_WINDOW_MAX_MESSAGES ({self.history_window_max_messages}): the "
+                "headroom is room left inside the budget, and the window must keep some to "
+                "re-anchor"
             )
         return self
 
@@ -121,6 +156,18 @@ class Settings(BaseSettings):
             retry_after=timedelta(seconds=self.compaction_retry_seconds),
         )
 
+    @property
+    def anchor_headroom(self) -> AnchorHeadroom:
+        """What a re-anchored cache-aligned window leaves below the budget."""
+        return AnchorHeadroom(
+            tokens=self.history_window_anchor_headroom_tokens,
+            messages=self.history_window_anchor_headroom_messages,
+        )
+
+    @property
+    def cache_aligned(self) -> bool:
+        return self.history_window_mode == "cache-aligned"
+
     def consumer_policy(self, *, visibility_timeout: int) -> ConsumerPolicy:
         """The consumer's knobs, with the converse queue's visibility timeout."""
         return ConsumerPolicy(
@@ -139,10 +186,11 @@ class Settings(BaseSettings):
         return self.history_window_max_messages + 2
 
 
-def load_settings() -> Settings:
-    """Read the settings from the environment, or raise :class:`ConfigError` with one line."""
+def load_settings(**overrides: Any) -> Settings:
+    """Read the settings from the environment (``overrides`` win over it, validated alike),
+    or raise :class:`ConfigError` with one line."""
     try:
-        return Settings()
+        return Settings(**overrides)
     except ValidationError as exc:
         raise ConfigError(describe_validation_error(exc)) from None
 

@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from tests.conftest import settings as placeholder_settings
-from worker.ports import CommandLedger, MessageSender
+from worker.memory import CompactionPlan, FoldState, HistoryMessage, Role
+from worker.memory.cache_aligned import WindowAnchor
+from worker.ports import CommandLedger, HistoryPage, MessageSender
 from worker.settings import Settings
 from worker.turn.stage import ConverseStage, History
 
@@ -76,3 +78,95 @@ def memory_stage(
         clock=lambda: NOW,
         **extra,
     )
+
+
+@dataclass
+class HistoryTable:
+    """One conversation's history table in memory, as DynamoDB behaves for the stage.
+
+    A Query returns the ``state`` item first (with the window's anchor, when stored), then
+    the newest messages, stops at its limit and says where the next older page starts. A
+    claim is a conditional write on the request mark's version; with an anchor, the same
+    write stores it. Every write to the ``state`` item is recorded in ``writes`` (what it
+    set), so a test counts the calls a turn made. ``anchor_error``, if set, fails every
+    anchor write of its own (a claim carrying one still succeeds).
+    """
+
+    messages: dict[int, HistoryMessage] = field(default_factory=dict)
+    state: FoldState | None = None
+    anchor: WindowAnchor | None = None
+    queries: list[str | None] = field(default_factory=list)
+    writes: list[str] = field(default_factory=list)
+    anchor_error: Exception | None = None
+
+    def append(self, *spec: tuple[Role, str]) -> None:
+        for role, content in spec:
+            seq = len(self.messages) + 1
+            self.messages[seq] = HistoryMessage(seq, role, content)
+
+    async def load_page(
+        self, conversation_id: str, limit: int, *, older_than: str | None = None
+    ) -> HistoryPage:
+        self.queries.append(older_than)
+        keys: list[tuple[str, HistoryMessage | None]] = [
+            (f"msg#{seq:012d}", message) for seq, message in sorted(self.messages.items())
+        ]
+        has_state = self.state is not None or self.anchor is not None
+        if has_state:
+            keys.append(("state", None))
+        newest_first = [k for k in reversed(keys) if older_than is None or k[0] < older_than]
+        read = newest_first[:limit]
+        first = older_than is None
+        return HistoryPage(
+            state=(self.state or FoldState()) if first else FoldState(),
+            messages=tuple(m for _, m in read if m is not None),
+            older=read[-1][0] if len(read) == limit else None,
+            anchor=self.anchor if first else None,
+        )
+
+    async def claim_compaction(
+        self,
+        conversation_id: str,
+        plan: CompactionPlan,
+        *,
+        seen: FoldState,
+        now: datetime,
+        anchor: WindowAnchor | None = None,
+    ) -> bool:
+        self.writes.append("claim" if anchor is None else "claim+anchor")
+        current = self.state or FoldState()
+        if current.request_version != seen.request_version:
+            return False
+        self.state = replace(
+            current,
+            requested_through=plan.through,
+            requested_at=now,
+            request_version=seen.request_version + 1,
+        )
+        if anchor is not None:
+            self.anchor = anchor
+        return True
+
+    async def release_compaction(
+        self, conversation_id: str, plan: CompactionPlan, *, seen: FoldState, claimed_at: datetime
+    ) -> None:
+        self.writes.append("release")
+        current = self.state or FoldState()
+        if current.request_version == seen.request_version + 1:
+            self.state = replace(
+                current,
+                requested_through=seen.requested_through,
+                requested_at=seen.requested_at,
+                request_version=seen.request_version,
+            )
+
+    async def store_anchor(self, conversation_id: str, anchor: WindowAnchor) -> None:
+        self.writes.append("anchor")
+        if self.anchor_error is not None:
+            raise self.anchor_error
+        self.anchor = anchor
+
+    def fold(self, through: int, summary: str) -> None:
+        """The compactor: the fold mark moves forward to ``through``."""
+        current = self.state or FoldState()
+        self.state = replace(current, folded_through=through, summary=summary)

@@ -128,3 +128,68 @@ def test_a_health_bound_an_idle_long_poll_would_break_refuses_to_start(
     )
     monkeypatch.setenv("HEALTH_MAX_SILENCE_SECONDS", "22.5")
     assert load_settings().health_max_silence_seconds == 22.5
+
+
+def test_the_window_mode_is_sliding_unless_asked_with_the_measured_headroom() -> None:
+    s = load_settings()
+    assert s.history_window_mode == "sliding" and not s.cache_aligned
+    assert (s.anchor_headroom.tokens, s.anchor_headroom.messages) == (1000, 6)
+
+
+def test_the_cache_aligned_mode_and_its_headroom_are_read_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("HISTORY_WINDOW_MODE", "cache-aligned")
+    monkeypatch.setenv("HISTORY_WINDOW_ANCHOR_HEADROOM_TOKENS", "0")
+    monkeypatch.setenv("HISTORY_WINDOW_ANCHOR_HEADROOM_MESSAGES", "24")
+    s = load_settings()
+    assert s.cache_aligned
+    assert (s.anchor_headroom.tokens, s.anchor_headroom.messages) == (0, 24)
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "reason"),
+    [
+        ("HISTORY_WINDOW_MODE", "stepped", "'sliding' or 'cache-aligned'"),
+        ("HISTORY_WINDOW_ANCHOR_HEADROOM_TOKENS", "-1", "greater than or equal to 0"),
+        ("HISTORY_WINDOW_ANCHOR_HEADROOM_MESSAGES", "-1", "greater than or equal to 0"),
+    ],
+)
+def test_a_bad_mode_or_a_negative_headroom_fails_with_the_variable_named(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str, reason: str
+) -> None:
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    assert f"{name}: " in str(caught.value) and reason in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "budget"),
+    [
+        ("HISTORY_WINDOW_ANCHOR_HEADROOM_TOKENS", "4000", "HISTORY_WINDOW_MAX_TOKENS (4000)"),
+        ("HISTORY_WINDOW_ANCHOR_HEADROOM_MESSAGES", "25", "HISTORY_WINDOW_MAX_MESSAGES (25)"),
+    ],
+)
+def test_a_headroom_that_leaves_the_cache_aligned_window_no_room_refuses_to_start(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str, budget: str
+) -> None:
+    monkeypatch.setenv("HISTORY_WINDOW_MODE", "cache-aligned")
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    message = str(caught.value)
+    assert "\n" not in message
+    assert f"{name} ({value}) must be below {budget}" in message
+
+
+def test_the_headroom_is_not_checked_in_the_sliding_mode_which_never_reads_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A small budget valid before the mode existed stays valid in the default mode."""
+    monkeypatch.setenv("HISTORY_WINDOW_MAX_MESSAGES", "5")
+    monkeypatch.setenv("HISTORY_WINDOW_FLOOR_MESSAGES", "2")
+    assert load_settings().history_window_max_messages == 5
+    monkeypatch.setenv("HISTORY_WINDOW_MODE", "cache-aligned")
+    with pytest.raises(ConfigError, match=r"HEADROOM_MESSAGES \(6\) must be below"):
+        load_settings()

@@ -8,11 +8,14 @@ from typing import Any
 
 from worker.adapters.errors import aws_call
 from worker.memory import CompactionPlan, FoldState, HistoryMessage
+from worker.memory.cache_aligned import WindowAnchor
 from worker.ports import HistoryPage
 
 STATE_KEY = "state"
 MESSAGE_PREFIX = "msg#"
 _ROLES = ("user", "assistant")
+#: The cache-aligned window's anchor on the ``state`` item (written by this stage only).
+ANCHOR_SET = "window_anchor = :anchor, window_anchor_folded_through = :anchor_folded"
 
 
 def message_key(seq: int) -> str:
@@ -48,7 +51,7 @@ def history_page_query(
 
 
 class DynamoHistoryStore:
-    """Implements HistoryStore and FoldClaims over the contract's table layout."""
+    """Implements HistoryStore, FoldClaims and WindowAnchors over the contract's table layout."""
 
     def __init__(self, client: Any, table: str) -> None:
         self._client = client
@@ -65,12 +68,13 @@ class DynamoHistoryStore:
                 **history_page_query(self._table, conversation_id, limit, older_than=older_than)
             )
         state = FoldState()
+        anchor: WindowAnchor | None = None
         messages: list[HistoryMessage] = []
         malformed: list[str] = []
         for item in response.get("Items", []):
             sk = item.get("sk", {}).get("S", "")
             if sk == STATE_KEY:
-                state = _fold_state(item)
+                state, anchor = _fold_state(item), window_anchor(item)
                 continue
             parsed = _history_message(item)
             if isinstance(parsed, str):
@@ -79,11 +83,31 @@ class DynamoHistoryStore:
                 messages.append(parsed)
         older = response.get("LastEvaluatedKey", {}).get("sk", {}).get("S")
         return HistoryPage(
-            state=state, messages=tuple(messages), malformed=tuple(malformed), older=older
+            state=state,
+            messages=tuple(messages),
+            malformed=tuple(malformed),
+            older=older,
+            anchor=anchor,
         )
 
+    async def store_anchor(self, conversation_id: str, anchor: WindowAnchor) -> None:
+        """Set the window's anchor on ``state`` (created if missing), nothing else."""
+        with aws_call("dynamodb.UpdateItem"):
+            await self._client.update_item(
+                TableName=self._table,
+                Key={"pk": {"S": conversation_id}, "sk": {"S": STATE_KEY}},
+                UpdateExpression=f"SET {ANCHOR_SET}",
+                ExpressionAttributeValues=_anchor_values(anchor),
+            )
+
     async def claim_compaction(
-        self, conversation_id: str, plan: CompactionPlan, *, seen: FoldState, now: datetime
+        self,
+        conversation_id: str,
+        plan: CompactionPlan,
+        *,
+        seen: FoldState,
+        now: datetime,
+        anchor: WindowAnchor | None = None,
     ) -> bool:
         """Write ``plan`` as the request mark on ``state`` if the mark is still the one
         ``seen`` holds; False if another worker moved it first.
@@ -92,16 +116,22 @@ class DynamoHistoryStore:
         (:mod:`worker.memory.fold`); the condition only makes that decision stick: of two
         workers that planned from one state, exactly one write succeeds. It compares the
         mark's version, a number bumped by every claim, so no time (nor its spelling) is
-        compared here.
+        compared here. With ``anchor``, the window's anchor rides the same write.
         """
         condition, values = _mark_unchanged(seen)
+        update = (
+            "SET compaction_requested_through = :through, "
+            "compaction_requested_at = :now, compaction_request_version = :claimed"
+        )
+        if anchor is not None:
+            update += f", {ANCHOR_SET}"
+            values = {**values, **_anchor_values(anchor)}
         with aws_call("dynamodb.UpdateItem"):
             try:
                 await self._client.update_item(
                     TableName=self._table,
                     Key={"pk": {"S": conversation_id}, "sk": {"S": STATE_KEY}},
-                    UpdateExpression="SET compaction_requested_through = :through, "
-                    "compaction_requested_at = :now, compaction_request_version = :claimed",
+                    UpdateExpression=update,
                     ConditionExpression=condition,
                     ExpressionAttributeValues={
                         ":through": {"N": str(plan.through)},
@@ -168,6 +198,34 @@ def _restore_mark(seen: FoldState) -> tuple[str, dict[str, dict[str, str]]]:
         clauses.append("REMOVE " + ", ".join(gone))
     values = {f":was_{name}": value for name, value in previous.items() if value is not None}
     return " ".join(clauses), values
+
+
+def _anchor_values(anchor: WindowAnchor) -> dict[str, dict[str, str]]:
+    return {
+        ":anchor": {"N": str(anchor.seq)},
+        ":anchor_folded": {"N": str(anchor.folded_through)},
+    }
+
+
+def window_anchor(item: Mapping[str, Any]) -> WindowAnchor | None:
+    """The anchor a ``state`` item holds; None when either attribute is missing or is not
+    a whole number in range (the window then re-anchors, as on a first turn)."""
+    seq = _whole_number(item, "window_anchor")
+    folded = _whole_number(item, "window_anchor_folded_through")
+    if seq is None or folded is None or seq < 1 or folded < 0:
+        return None
+    return WindowAnchor(seq=seq, folded_through=folded)
+
+
+def _whole_number(item: Mapping[str, Any], name: str) -> int | None:
+    value = item.get(name)
+    raw = value.get("N") if isinstance(value, Mapping) else None
+    if not isinstance(raw, str):
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        return None
 
 
 def _history_message(item: Mapping[str, Any]) -> HistoryMessage | str:

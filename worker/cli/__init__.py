@@ -1,5 +1,6 @@
 """The entry points: ``worker run`` (the consumer), ``worker bootstrap`` (create the
-resources), ``worker demo``, ``worker health``, ``worker send`` and ``worker dlq``.
+resources), ``worker demo``, ``worker health``, ``worker send``, ``worker dlq`` and
+``worker window``.
 
 Owns: the command line (this module), the wiring of one worker process
 (:mod:`~worker.cli.runtime`, :mod:`~worker.cli.batched_turns`), the operator's and the DLQ
@@ -58,6 +59,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     redrive.add_argument("--rate", type=int, default=10, help="messages a second (default 10)")
     redrive.add_argument("--limit", type=int, help="stop after this many")
+    from worker.cli.window import add_parser as add_window_parser
+
+    add_window_parser(commands)
     args = parser.parse_args(argv)
 
     try:
@@ -74,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for name, value in asyncio.run(_bootstrap(resources)).items():
                 print(f"{name}={value}")
             return 0
-        if args.command in ("send", "dlq"):
+        if args.command in ("send", "dlq", "window"):
             from worker.cli.operator import run_operator_command
 
             try:

@@ -1,7 +1,9 @@
-"""The operator's commands: ``worker send`` and ``worker dlq inspect|redrive``.
+"""The operator's commands: ``worker send``, ``worker dlq inspect|redrive`` and
+``worker window``.
 
-They need only ``CONVERSE_QUEUE_URL`` (the dead-letter queue is found from its redrive
-policy) and boto's own endpoint, region and credentials.
+``send`` and ``dlq`` need only ``CONVERSE_QUEUE_URL`` (the dead-letter queue is found from
+its redrive policy) and boto's own endpoint, region and credentials; ``window`` reads the
+worker's own settings (the history table and the window's limits).
 """
 
 from __future__ import annotations
@@ -27,6 +29,10 @@ def converse_queue_url() -> str:
 
 
 async def run_operator_command(args: argparse.Namespace) -> int:
+    if args.command == "window":
+        from worker.cli.window import run_window
+
+        return await run_window(args)
     url = converse_queue_url()
     async with aws_clients(pool_size=10) as clients:
         converse = SqsQueue(clients.sqs, url)

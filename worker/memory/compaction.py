@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Protocol
 
+from worker.memory.cache_aligned import WindowAnchor
 from worker.memory.fold import CompactionPlan, FoldLimits, FoldState, plan_compaction
 from worker.memory.window import HistoryMessage
 
@@ -25,10 +26,18 @@ class FoldClaims(Protocol):
     """The request mark on a conversation's ``state`` item, written conditionally."""
 
     async def claim_compaction(
-        self, conversation_id: str, plan: CompactionPlan, *, seen: FoldState, now: datetime
+        self,
+        conversation_id: str,
+        plan: CompactionPlan,
+        *,
+        seen: FoldState,
+        now: datetime,
+        anchor: WindowAnchor | None = None,
     ) -> bool:
         """Record ``plan`` as the newest request, stamped ``now``, if the request mark is
-        still the one ``seen`` holds; True if this caller won the claim."""
+        still the one ``seen`` holds; True if this caller won the claim. With ``anchor``,
+        the same write also stores the cache-aligned window's anchor (one write, not two,
+        when a turn both claims and re-anchors); a lost claim stores nothing."""
         ...
 
     async def release_compaction(

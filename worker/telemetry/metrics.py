@@ -8,6 +8,9 @@ turns each EMF document into metrics: no sidecar, no API call from the worker.
   summed over the interval (every counter is written each interval, zeros included, so an
   alarm on ``> 0`` always has data); ``CommandsRejected`` is also written per ``Reason``
   (a low-cardinality kind, never the reason's text) in one more document per kind seen.
+  ``WindowReanchors`` (the cache-aligned window moved its start) is written in the
+  intervals that had any, in all and per ``Reason`` (``first_turn``, ``fold_moved``,
+  ``overflow``, ``invalid``) the same way: the default mode never writes it.
 - Distributions (latency, age, window sizes) are their raw values. The EMF specification
   allows a metric value to be a number or an array of at most 100 numbers, and nothing
   else: there is no Values/Counts form in it (AWS's own OpenTelemetry exporters write one,
@@ -33,7 +36,7 @@ import sys
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Protocol, TextIO
 
@@ -63,6 +66,9 @@ WINDOW_KEPT = "WindowKept"
 WINDOW_DROPPED = "WindowDropped"
 WINDOW_TRIMMED = "WindowTrimmed"
 WINDOW_LEFT_OUT = "WindowLeftOut"
+#: The cache-aligned mode only: written when the interval had any (not in COUNTERS, which
+#: every interval writes), in all and per Reason.
+WINDOW_REANCHORS = "WindowReanchors"
 
 #: Summed over each interval, written every interval.
 COUNTERS: Mapping[str, str] = {
@@ -95,6 +101,10 @@ class Recorder(Protocol):
         """One command rejected, of this kind (counted in all and by kind)."""
         ...
 
+    def reanchored(self, reason: str) -> None:
+        """The cache-aligned window moved its start, for this reason (in all and by reason)."""
+        ...
+
 
 class NoMetrics:
     """``METRICS=off``: every record is dropped."""
@@ -108,6 +118,9 @@ class NoMetrics:
     def rejected(self, kind: str) -> None:
         pass
 
+    def reanchored(self, reason: str) -> None:
+        pass
+
 
 NO_METRICS = NoMetrics()
 
@@ -117,6 +130,7 @@ class Tally:
     counts: Counter[str]
     values: Mapping[str, list[float]]
     rejected: Counter[str]
+    reanchored: Counter[str] = field(default_factory=Counter)
 
 
 class MetricsBook:
@@ -135,6 +149,9 @@ class MetricsBook:
     def rejected(self, kind: str) -> None:
         self._tally.counts[COMMANDS_REJECTED] += 1
         self._tally.rejected[kind] += 1
+
+    def reanchored(self, reason: str) -> None:
+        self._tally.reanchored[reason] += 1
 
     def take(self) -> Tally:
         """Everything recorded so far; the book starts again empty."""
@@ -161,11 +178,15 @@ def emf_documents(tally: Tally, dimensions: Mapping[str, str], timestamp: dateti
             raise ValueError(f"{name}: a value is not finite")
         context.put_metric(name, values[0], unit)
         context.metrics[name].values.extend(values[1:])
+    if tally.reanchored:
+        context.put_metric(WINDOW_REANCHORS, sum(tally.reanchored.values()), "Count")
     documents = LogSerializer.serialize(context)
-    for kind, count in sorted(tally.rejected.items()):
-        by_kind = _context({**dimensions, REASON_DIMENSION: kind}, timestamp)
-        by_kind.put_metric(COMMANDS_REJECTED, count, COUNTERS[COMMANDS_REJECTED])
-        documents += LogSerializer.serialize(by_kind)
+    by_reason = [(COMMANDS_REJECTED, tally.rejected), (WINDOW_REANCHORS, tally.reanchored)]
+    for metric, counts in by_reason:
+        for reason, count in sorted(counts.items()):
+            one = _context({**dimensions, REASON_DIMENSION: reason}, timestamp)
+            one.put_metric(metric, count, "Count")
+            documents += LogSerializer.serialize(one)
     return documents
 
 

@@ -103,6 +103,16 @@ class Turn:
                 }
             )
 
+    def window_anchored(self, outcome: str, reason: str | None) -> None:
+        """The cache-aligned window's choice: a re-anchor is counted, by reason; the span
+        says which it was."""
+        if outcome == "reanchored":
+            self._metrics.reanchored(reason or "unknown")
+        if self.span.is_recording():
+            self.span.set_attribute("converse.window.anchor", outcome)
+            if reason is not None:
+                self.span.set_attribute("converse.window.anchor_reason", reason)
+
     def mark(self, metric: str, attribute: str) -> None:
         """One more of ``metric``; the span says it happened."""
         self._metrics.count(metric)
@@ -218,6 +228,11 @@ def prompt_forwarded(
 ) -> None:
     if (turn := _TURN.get()) is not None:
         turn.prompt_forwarded(command, window, view, gap)
+
+
+def window_anchored(outcome: str, reason: str | None) -> None:
+    if (turn := _TURN.get()) is not None:
+        turn.window_anchored(outcome, reason)
 
 
 def duplicate_skipped() -> None:

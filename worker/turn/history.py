@@ -4,22 +4,98 @@ core's work, and the fold request's send.
 A turn reads one page of the history table. Only when the window's floor would open on
 an answer whose question lies beyond that page (a run of answers longer than a page)
 does it read older pages, one Query each, until the question is in or nothing older is
-left.
+left. The window is the sliding one (:func:`bound_history`) or, with
+``HISTORY_WINDOW_MODE=cache-aligned``, the cache-aligned one, whose stored anchor comes in
+the same Query (on the ``state`` item).
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import datetime
 
 from worker.logs import get_logger
-from worker.memory import CompactionPlan, ConverseView, FoldGap, Window, bound_history
+from worker.memory import (
+    CompactionPlan,
+    ConverseView,
+    FoldGap,
+    Window,
+    bound_history,
+    render_converse,
+)
+from worker.memory.cache_aligned import AlignedWindow, WindowAnchor, cache_aligned_window
+from worker.memory.converse import previous_history_end
 from worker.ports import HistoryPage, HistoryStore, MessageSender
 from worker.settings import Settings
 from worker.turn.commands import ConverseCommand, compaction_request, encode_body
 
 log = get_logger()
+
+
+@dataclass(frozen=True, slots=True)
+class TurnWindow:
+    """What a turn read and the window it chose; ``aligned`` in the cache-aligned mode."""
+
+    page: HistoryPage
+    window: Window
+    aligned: AlignedWindow | None = None
+
+    @property
+    def anchor_to_write(self) -> WindowAnchor | None:
+        """The anchor this turn must store: a new one that the ``state`` item does not
+        already hold (nothing is written when the stored one stays, or equals the new)."""
+        new = self.aligned.anchor_to_store if self.aligned is not None else None
+        return None if new is None or new == self.page.anchor else new
+
+    def view(self, message: str) -> ConverseView:
+        """The model-ready view; with the history's cache points in the cache-aligned mode."""
+        summary = self.page.state.summary
+        if self.aligned is None:
+            return render_converse(self.window, message, summary)
+        return render_converse(
+            self.window,
+            message,
+            summary,
+            cache_history=True,
+            previous_history_end=previous_history_end(self.window),
+        )
+
+
+async def read_turn_window(
+    store: HistoryStore, conversation_id: str, settings: Settings
+) -> TurnWindow:
+    """The window of the configured mode over the page (or pages) it needs."""
+    if not settings.cache_aligned:
+        page, window = await read_window(store, conversation_id, settings)
+        return TurnWindow(page, window)
+    page, aligned = await read_aligned_window(store, conversation_id, settings)
+    return TurnWindow(page, aligned.window, aligned)
+
+
+async def read_aligned_window(
+    store: HistoryStore, conversation_id: str, settings: Settings
+) -> tuple[HistoryPage, AlignedWindow]:
+    """:func:`read_window` for the cache-aligned window: the anchor from the page's state
+    item; older pages only when a fallback's floor needs them, as the sliding window's."""
+    size = settings.history_page_size
+
+    def aligned(page: HistoryPage) -> AlignedWindow:
+        return cache_aligned_window(
+            page.messages,
+            settings.window_limits,
+            folded_through=page.state.folded_through,
+            anchor=page.anchor,
+            headroom=settings.anchor_headroom,
+        )
+
+    page = await store.load_page(conversation_id, size)
+    result = aligned(page)
+    while page.older is not None and result.window.floor_needs_older:
+        page = page.extended_by(await store.load_page(conversation_id, size, older_than=page.older))
+        result = aligned(page)
+    return page, result
 
 
 async def read_window(
@@ -56,8 +132,16 @@ def fold_request_sender(
     return send
 
 
-def log_memory(page: HistoryPage, window: Window, gap: FoldGap | None, view: ConverseView) -> None:
-    """Log what the core did to this turn's history: ids and counts, never content."""
+def log_memory(
+    page: HistoryPage,
+    window: Window,
+    gap: FoldGap | None,
+    view: ConverseView,
+    *,
+    aligned: AlignedWindow | None = None,
+) -> None:
+    """Log what the core did to this turn's history: ids and counts, never content. In the
+    cache-aligned mode (``aligned``) the window line also says how the window was chosen."""
     if page.malformed:
         log.warning(
             "clerk.converse_history_entries_dropped",
@@ -65,6 +149,9 @@ def log_memory(page: HistoryPage, window: Window, gap: FoldGap | None, view: Con
             reasons=dict(Counter(page.malformed)),
         )
     if window.dropped or page.queries > 1:
+        anchor: dict[str, str] = {} if aligned is None else {"anchor": aligned.outcome}
+        if aligned is not None and aligned.reason is not None:
+            anchor["anchor_reason"] = aligned.reason
         log.info(
             "clerk.converse_history_window_bounded",
             dropped=window.dropped,
@@ -73,6 +160,7 @@ def log_memory(page: HistoryPage, window: Window, gap: FoldGap | None, view: Con
             estimated_tokens=window.estimated_tokens,
             floor_overrode_budget=window.floor_overrode_budget,
             extra_queries=page.queries - 1,
+            **anchor,
         )
     if gap is not None:
         log.warning(
@@ -87,3 +175,23 @@ def log_memory(page: HistoryPage, window: Window, gap: FoldGap | None, view: Con
             count=len(view.left_out),
             reasons=dict(Counter(left.reason for left in view.left_out)),
         )
+
+
+def log_anchor(read: TurnWindow) -> None:
+    """The cache-aligned window's choice, every turn of that mode: kept, re-anchored (and
+    why) or fell back; the anchor in force after the turn, the one the ``state`` item held,
+    and whether this turn stores a new one. Seqs and marks only, never content."""
+    aligned = read.aligned
+    if aligned is None:
+        return
+    after, stored = aligned.anchor, read.page.anchor
+    log.info(
+        "clerk.converse_window_anchor",
+        outcome=aligned.outcome,
+        reason=aligned.reason,
+        anchor_seq=after.seq if after is not None else None,
+        anchor_folded_through=after.folded_through if after is not None else None,
+        stored_seq=stored.seq if stored is not None else None,
+        stored_folded_through=stored.folded_through if stored is not None else None,
+        write=read.anchor_to_write is not None,
+    )

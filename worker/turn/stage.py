@@ -25,7 +25,8 @@ from structlog.contextvars import bound_contextvars
 from worker.delivery.outcomes import Done, Outcome, Rejected, Retry
 from worker.errors import RejectedCommand, RetryableError
 from worker.logs import get_logger
-from worker.memory import fold_gap, render_converse
+from worker.memory import fold_gap
+from worker.memory.cache_aligned import WindowAnchor
 from worker.memory.compaction import maybe_enqueue_compaction
 from worker.ports import (
     CommandLedger,
@@ -35,11 +36,13 @@ from worker.ports import (
     MessageSender,
     ObjectStore,
     ReceivedMessage,
+    WindowAnchors,
 )
 from worker.settings import Settings
 from worker.telemetry import turn as telemetry
+from worker.turn.anchoring import AnchorRidingClaims, store_anchor
 from worker.turn.commands import ConverseCommand, encode_body, parse_command, prompt_payload
-from worker.turn.history import fold_request_sender, log_memory, read_window
+from worker.turn.history import fold_request_sender, log_anchor, log_memory, read_turn_window
 from worker.turn.payloads import resolve_body
 
 log = get_logger()
@@ -48,8 +51,18 @@ log = get_logger()
 FINISH_RETRY_DELAYS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
 
 
-class History(HistoryStore, FoldClaims, Protocol):
-    """The history table as the stage uses it: read a page, claim a fold request."""
+class History(HistoryStore, FoldClaims, WindowAnchors, Protocol):
+    """The history table as the stage uses it: read a page, claim a fold request, store the
+    cache-aligned window's anchor (that mode only)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Forwarded:
+    """What a forwarded turn leaves to do after the prompt: the page it read (the fold
+    request is planned from it) and the anchor to store, if the window re-anchored."""
+
+    page: HistoryPage
+    anchor_to_write: WindowAnchor | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +136,7 @@ class ConverseStage:
 
         self._active[message.message_id] = _Active(command, owner)
         try:
-            page = await self.forward(command)
+            forwarded = await self.forward(command)
         except BaseException:
             self._active.pop(message.message_id, None)
             with contextlib.suppress(RetryableError):  # else the lease runs out by itself
@@ -133,7 +146,7 @@ class ConverseStage:
             await self._finish(*ids, owner=owner)
         finally:
             self._active.pop(message.message_id, None)
-        await self.request_fold(command, page)
+        await self.request_fold(command, forwarded.page, anchor=forwarded.anchor_to_write)
         return Done()
 
     async def _finish(self, conversation_id: str, command_id: str, *, owner: str) -> None:
@@ -177,14 +190,17 @@ class ConverseStage:
                 lost.append(message_id)
         return lost
 
-    async def forward(self, command: ConverseCommand) -> HistoryPage:
+    async def forward(self, command: ConverseCommand) -> Forwarded:
         """Load the history (one page but in rare cases), bound it, send the prompt payload;
-        returns the page read."""
-        settings = self._settings
-        page, window = await read_window(self._history, command.conversation_id, settings)
+        returns the page read and the window's anchor to store."""
+        read = await read_turn_window(self._history, command.conversation_id, self._settings)
+        page, window = read.page, read.window
         gap = fold_gap(window, page.state.folded_through)
-        view = render_converse(window, command.message, page.state.summary)
-        log_memory(page, window, gap, view)
+        view = read.view(command.message)
+        log_memory(page, window, gap, view, aligned=read.aligned)
+        if read.aligned is not None:
+            log_anchor(read)
+            telemetry.window_anchored(read.aligned.outcome, read.aligned.reason)
         body = encode_body(prompt_payload(command, window, page.state, view))
         await self._model_queue.send(
             body, group_id=command.conversation_id, deduplication_id=command.command_id
@@ -196,11 +212,16 @@ class ConverseStage:
             body_bytes=len(body.encode("utf-8", "surrogatepass")),
         )
         telemetry.prompt_forwarded(command, window, view, gap)
-        return page
+        return Forwarded(page, read.anchor_to_write)
 
-    async def request_fold(self, command: ConverseCommand, page: HistoryPage) -> None:
-        """Ask for a fold if one is due; a failure here waits for the next turn."""
+    async def request_fold(
+        self, command: ConverseCommand, page: HistoryPage, *, anchor: WindowAnchor | None = None
+    ) -> None:
+        """Ask for a fold if one is due, and store the window's new ``anchor`` if given: in
+        the claim's write when the turn claims, else in one of its own. A failure of either
+        waits for the next turn."""
         now = self._clock()
+        riding = AnchorRidingClaims(self._history, anchor) if anchor is not None else None
         try:
             plan = await maybe_enqueue_compaction(
                 command.conversation_id,
@@ -208,13 +229,15 @@ class ConverseStage:
                 page.state,
                 older_unread=page.older is not None,
                 limits=self._settings.fold_limits,
-                claims=self._history,
+                claims=riding or self._history,
                 send=fold_request_sender(self._compaction_queue, command, claimed_at=now),
                 now=now,
             )
         except RetryableError as exc:
             log.warning("clerk.converse_compaction_request_failed", error=str(exc))
-            return
+            plan = None
+        if riding is not None and not riding.carried:  # no claim won: a write of its own
+            await store_anchor(self._history, command.conversation_id, riding.anchor)
         if plan is not None:
             telemetry.fold_requested()
             log.info(

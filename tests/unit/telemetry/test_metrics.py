@@ -198,3 +198,26 @@ def test_documents_held_past_the_bound_drop_the_oldest_and_say_how_many(
 @pytest.mark.parametrize("name", [*m.COUNTERS, *m.DISTRIBUTIONS])
 def test_every_metric_name_is_a_valid_cloudwatch_name(name: str) -> None:
     assert 1 <= len(name) <= 255 and name.isascii() and name.isidentifier()
+
+
+def test_re_anchors_are_written_in_all_and_per_reason_only_in_intervals_that_had_any() -> None:
+    book = MetricsBook()
+    for reason in ("fold_moved", "overflow", "fold_moved", "first_turn"):
+        book.reanchored(reason)
+    book.rejected("invalid_json")
+    docs = parse("\n".join(emf_documents(book.take(), DIMENSIONS, NOW)))
+    main = [d for d in docs if m.REASON_DIMENSION not in d]
+    assert [d[m.WINDOW_REANCHORS] for d in main] == [4]
+    by_reason = totals([d for d in docs if m.REASON_DIMENSION in d], by=m.REASON_DIMENSION)
+    assert by_reason == {
+        (m.COMMANDS_REJECTED, "invalid_json"): 1,
+        (m.WINDOW_REANCHORS, "fold_moved"): 2,
+        (m.WINDOW_REANCHORS, "overflow"): 1,
+        (m.WINDOW_REANCHORS, "first_turn"): 1,
+    }
+    # An interval without one (the sliding mode's every interval) does not name it.
+    book.count(m.COMMANDS_SERVED)
+    [quiet] = parse("\n".join(emf_documents(book.take(), DIMENSIONS, NOW)))
+    assert m.WINDOW_REANCHORS not in quiet
+    assert m.WINDOW_REANCHORS not in m.COUNTERS
+    assert m.WINDOW_REANCHORS.isidentifier()

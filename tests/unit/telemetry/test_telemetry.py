@@ -187,3 +187,26 @@ def test_the_age_at_receive_comes_from_sent_timestamp() -> None:
 )
 def test_rejection_reasons_fall_into_few_kinds(reason: str, kind: str) -> None:
     assert rejection_kind(reason) == kind
+
+
+def test_a_re_anchor_is_counted_by_reason_and_the_span_says_how_the_window_was_chosen(
+    exporter: InMemorySpanExporter,
+) -> None:
+    book = MetricsBook()
+    spy = Telemetry(metrics=book, tracer=sdk_tracer(exporter), clock=FakeClock())
+    telemetry.window_anchored("reanchored", "overflow")  # outside a turn: nothing
+    for outcome, reason in (("reanchored", "fold_moved"), ("kept", None), ("fallback", None)):
+        with spy.turn(received(), received_at=0.0) as turn:
+            telemetry.window_anchored(outcome, reason)
+            turn.finished(Done())
+    tally = book.take()
+    assert tally.reanchored == {"fold_moved": 1}
+    assert not tally.counts
+    attributes = [dict(s.attributes or {}) for s in exporter.get_finished_spans()]
+    assert [
+        (a["converse.window.anchor"], a.get("converse.window.anchor_reason")) for a in attributes
+    ] == [
+        ("reanchored", "fold_moved"),
+        ("kept", None),
+        ("fallback", None),
+    ]

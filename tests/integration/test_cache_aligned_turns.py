@@ -1,0 +1,291 @@
+"""The cache-aligned mode through the real worker, turn after turn, with a scripted compactor.
+
+Three conversations grow one exchange a turn for 24 turns, served by one in-process worker
+(``HISTORY_WINDOW_MODE=cache-aligned``). Each turn the test sends the three commands, takes
+the prompts, waits until the worker is done with every command (deleted: its fold request
+and its anchor write come before the delete), then plays the compactor (each request is
+folded 1-3 turns after it left: ``folded_through`` and a new ``fold_summary``, only
+forward) and the writer (counsel's question, which was the command's message, and a
+scripted answer). Nothing waits on the wall clock: each step waits for the event before it.
+
+On every payload: Converse accepts it (botocore and the service's rules, by ``check_prompt``),
+its last block is the current message, the window is a suffix of the stored history that
+holds the floor, and either keeps the budget with nothing unfolded left out or is the
+sliding window (a fallback). Across consecutive turns that keep the anchor (no fold landed,
+no overflow), the previous view up to its history cache point is, block for block, the start
+of the next (and the prompt-cache model reads it). The anchor on the ``state`` item is the
+one the turn's ``clerk.converse_window_anchor`` line names.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from tests.conftest import captured_logs
+from tests.integration.conftest import Stack, running_worker
+from worker.adapters.dynamodb import STATE_KEY, message_key, window_anchor
+from worker.memory import HistoryMessage, bound_history, estimate_tokens
+from worker.memory.cache_aligned import WindowAnchor
+from worker.memory.prompt_cache import CacheRules, PromptCache, price_turn
+from worker.settings import Settings
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+TURNS = 24
+ANCHOR_EVENT = "clerk.converse_window_anchor"
+WORDS = ("the", "parties", "agree", "clause", "notice", "term", "breach", "remedy", "liability")
+
+
+def text(rng: random.Random, label: str, tokens: int) -> str:
+    """About ``tokens`` estimated tokens of legal-sounding words, opening on ``label``."""
+    words = [label]
+    while sum(len(w) + 1 for w in words) < 4 * tokens:
+        words.append(rng.choice(WORDS))
+    return " ".join(words)
+
+
+@dataclass
+class Conversation:
+    conversation_id: str
+    rng: random.Random
+    messages: list[HistoryMessage] = field(default_factory=list)
+    folded_through: int = 0
+    landings: dict[int, list[int]] = field(default_factory=dict)
+    cache: PromptCache = field(default_factory=PromptCache)
+    previous: dict[str, Any] | None = None  # the last turn's payload
+    previous_outcome: str | None = None
+    prefixes_checked: int = 0
+    outcomes: list[str] = field(default_factory=list)
+
+    def question(self, turn: int) -> str:
+        paste = self.conversation_id.endswith("paste") and turn in (9, 17)
+        return text(self.rng, f"q{turn}", 3500 if paste else self.rng.randint(20, 80))
+
+    def answer(self, turn: int) -> str:
+        return text(self.rng, f"a{turn}", self.rng.randint(150, 600))
+
+
+async def receive(stack: Stack, env_name: str, count: int | None) -> list[dict[str, Any]]:
+    """``count`` messages (or, with None, what is there), deleted; prompts checked as
+    Converse would check them."""
+    url = stack.env[env_name]
+    payloads: list[dict[str, Any]] = []
+    async with asyncio.timeout(120):
+        while count is None or len(payloads) < count:
+            response = await stack.clients.sqs.receive_message(
+                QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0 if count is None else 1
+            )
+            messages = response.get("Messages", [])
+            if not messages and count is None:
+                break
+            for message in messages:
+                if env_name == "MODEL_QUEUE_URL":
+                    payloads.append(await stack.check_prompt(message))
+                else:
+                    payloads.append(json.loads(message["Body"]))
+                await stack.clients.sqs.delete_message(
+                    QueueUrl=url, ReceiptHandle=message["ReceiptHandle"]
+                )
+    return payloads
+
+
+async def until_every_command_is_deleted(stack: Stack) -> None:
+    names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
+    async with asyncio.timeout(120):
+        while True:
+            attributes = await stack.clients.sqs.get_queue_attributes(
+                QueueUrl=stack.env["CONVERSE_QUEUE_URL"], AttributeNames=names
+            )
+            if all(attributes["Attributes"][name] == "0" for name in names):
+                return
+            await asyncio.sleep(0.05)  # polling the queue's state: there is no event to await
+
+
+async def state_item(stack: Stack, conversation_id: str) -> dict[str, Any]:
+    response = await stack.clients.dynamodb.get_item(
+        TableName=stack.env["HISTORY_TABLE"],
+        Key={"pk": {"S": conversation_id}, "sk": {"S": STATE_KEY}},
+        ConsistentRead=True,
+    )
+    return dict(response.get("Item", {}))
+
+
+async def fold(stack: Stack, c: Conversation, turn: int) -> None:
+    """The compactor: requests due this turn are folded, the mark only moving forward."""
+    through = max(c.landings.pop(turn, [0]))
+    if through <= c.folded_through:
+        return
+    summary = text(c.rng, f"Summary through {through}.", 500)
+    await stack.clients.dynamodb.update_item(
+        TableName=stack.env["HISTORY_TABLE"],
+        Key={"pk": {"S": c.conversation_id}, "sk": {"S": STATE_KEY}},
+        UpdateExpression="SET folded_through = :f, fold_summary = :s",
+        ConditionExpression="attribute_not_exists(folded_through) OR folded_through < :f",
+        ExpressionAttributeValues={":f": {"N": str(through)}, ":s": {"S": summary}},
+    )
+    c.folded_through = through
+
+
+async def append(stack: Stack, c: Conversation, question: str, answer: str) -> None:
+    """The writer: counsel's question and its answer, as the next two seqs."""
+    for role, content in (("user", question), ("assistant", answer)):
+        c.messages.append(HistoryMessage(len(c.messages) + 1, role, content))  # type: ignore[arg-type]
+    await stack.put_items(
+        [
+            {
+                "pk": {"S": c.conversation_id},
+                "sk": {"S": message_key(m.seq)},
+                "seq": {"N": str(m.seq)},
+                "role": {"S": m.role},
+                "content": {"S": m.content},
+            }
+            for m in c.messages[-2:]
+        ]
+    )
+
+
+def blocks_before_the_history_point(payload: dict[str, Any]) -> list[tuple[int, str, str]]:
+    """The text blocks of ``messages`` before the last cache point: (message, role, text)."""
+    blocks: list[tuple[int, str, str]] = []
+    before = 0
+    for i, message in enumerate(payload["converse"]["messages"]):
+        for block in message["content"]:
+            if "cachePoint" in block:
+                before = len(blocks)
+            else:
+                blocks.append((i, message["role"], block["text"]))
+    return blocks[:before]
+
+
+def text_blocks(payload: dict[str, Any]) -> list[tuple[int, str, str]]:
+    return [
+        (i, message["role"], block["text"])
+        for i, message in enumerate(payload["converse"]["messages"])
+        for block in message["content"]
+        if "text" in block
+    ]
+
+
+def check_window(c: Conversation, payload: dict[str, Any], event: dict[str, Any]) -> None:
+    """The floor, the budget, nothing unfolded left out; or, on a fallback, the sliding window."""
+    limits = Settings.at_defaults().window_limits
+    seqs = [m["seq"] for m in payload["history"]]
+    stored = len(c.messages)
+    assert seqs == list(range(stored - len(seqs) + 1, stored + 1))  # a suffix of the history
+    assert len(seqs) >= min(limits.floor_messages, stored)  # the floor
+    window = payload["window"]
+    assert window["estimated_tokens"] == sum(
+        estimate_tokens(m["content"]) for m in payload["history"]
+    )
+    if event["outcome"] == "fallback":
+        sliding = bound_history(reversed(c.messages), limits)
+        assert seqs == [m.seq for m in sliding.messages]
+        return
+    assert window["kept"] <= limits.max_messages
+    assert window["estimated_tokens"] <= limits.max_tokens
+    if seqs:
+        assert seqs[0] <= c.folded_through + 1  # nothing the fold has not absorbed is out
+        assert payload["history"][0]["role"] == "user" or seqs[0] == 1  # an exchange's start
+        assert seqs[0] == event["anchor_seq"]
+
+
+def check_prefix(
+    c: Conversation, payload: dict[str, Any], event: dict[str, Any], turn: int
+) -> None:
+    """A kept anchor: the last prompt up to its history point starts this one, and the cache
+    model reads it (when it reaches the 1,024-token minimum)."""
+    rules = CacheRules()
+    cost, c.cache = price_turn(
+        c.cache,
+        payload["converse"]["system"],
+        payload["converse"]["messages"],
+        at=60.0 * turn,
+        rules=rules,
+    )
+    previous = c.previous
+    if event["outcome"] != "kept" or previous is None or c.previous_outcome == "fallback":
+        return
+    assert payload["converse"]["system"] == previous["converse"]["system"]
+    prefix = blocks_before_the_history_point(previous)
+    if not prefix:  # the first turn: no history, no history cache point
+        return
+    assert text_blocks(payload)[: len(prefix)] == prefix
+    summary = sum(estimate_tokens(b["text"]) for b in payload["converse"]["system"] if "text" in b)
+    cacheable = summary + sum(estimate_tokens(t) for _, _, t in prefix)
+    if cacheable >= rules.min_prefix_tokens:
+        assert cost.read >= cacheable
+    c.prefixes_checked += 1
+
+
+async def test_a_conversation_through_the_real_worker_keeps_its_prompt_prefix(
+    stack: Stack,
+) -> None:
+    conversations = [
+        Conversation(f"matter-aligned-{name}", random.Random(seed))
+        for seed, name in enumerate(("brief", "long", "paste"), start=1)
+    ]
+    by_id = {c.conversation_id: c for c in conversations}
+    settings = stack.settings(history_window_mode="cache-aligned", compaction_retry_seconds=3600)
+    with captured_logs() as logs:
+        async with running_worker(settings):
+            for turn in range(1, TURNS + 1):
+                questions = {}
+                for c in conversations:
+                    await fold(stack, c, turn)
+                    questions[c.conversation_id] = c.question(turn)
+                    await stack.send_command(
+                        command_id=f"t{turn}",
+                        conversation_id=c.conversation_id,
+                        message=questions[c.conversation_id],
+                    )
+                prompts = await receive(stack, "MODEL_QUEUE_URL", len(conversations))
+                await until_every_command_is_deleted(stack)
+                for request in await receive(stack, "COMPACTION_QUEUE_URL", None):
+                    c = by_id[request["conversation_id"]]
+                    c.landings.setdefault(turn + c.rng.randint(1, 3), []).append(request["through"])
+                for payload in prompts:
+                    c = by_id[payload["conversation_id"]]
+                    [event] = [
+                        e
+                        for e in logs
+                        if e["event"] == ANCHOR_EVENT
+                        and (e["conversation_id"], e["command_id"])
+                        == (c.conversation_id, f"t{turn}")
+                    ]
+                    c.outcomes.append(f"{event['outcome']}:{event['reason']}")
+                    assert payload["message"] == questions[c.conversation_id]
+                    memory = payload["memory"]
+                    assert (memory["folded_through"] if memory else 0) == c.folded_through
+                    check_window(c, payload, event)
+                    check_prefix(c, payload, event, turn)
+                    # The anchor stored is the one the log line names (a fallback keeps the
+                    # stored one: it writes nothing).
+                    stored = window_anchor(await state_item(stack, c.conversation_id))
+                    if event["outcome"] == "fallback":
+                        expected = event["stored_seq"], event["stored_folded_through"]
+                    else:
+                        expected = event["anchor_seq"], event["anchor_folded_through"]
+                    assert stored == (WindowAnchor(*expected) if expected[0] is not None else None)
+                    assert event["write"] == (
+                        event["outcome"] == "reanchored"
+                        and (event["anchor_seq"], event["anchor_folded_through"])
+                        != (event["stored_seq"], event["stored_folded_through"])
+                    )
+                    c.previous, c.previous_outcome = payload, event["outcome"]
+                    await append(stack, c, questions[c.conversation_id], c.answer(turn))
+
+    assert stack.prompts_checked == TURNS * len(conversations)
+    outcomes = {o for c in conversations for o in c.outcomes}
+    # The run reaches every case the rule has (else the checks above could be vacuous).
+    assert {"reanchored:first_turn", "kept:None", "reanchored:fold_moved"} <= outcomes
+    assert "reanchored:overflow" in outcomes
+    assert sum(c.prefixes_checked for c in conversations) >= TURNS
+    for c in conversations:
+        assert c.outcomes[0] == "reanchored:first_turn"
+    assert not any("q1 " in json.dumps(e) for e in logs)  # no content in any line

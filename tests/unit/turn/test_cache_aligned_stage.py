@@ -1,0 +1,312 @@
+"""The stage in the cache-aligned mode, over an in-memory history table: the anchor comes in
+the turn's one Query, the view carries the history's cache points, and a new anchor is
+stored in as few writes as the turn allows (none when it stays, in the fold claim's write
+when the turn claims), a failed write never failing the turn."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tests.conftest import captured_logs
+from tests.conftest import settings as make_settings
+from tests.unit.clock import FakeClock
+from tests.unit.fakes import HistoryTable, MemoryQueue, memory_stage
+from tests.unit.turn.test_turn_memory import COMMAND, NoLedger, replace_command
+from worker.delivery.outcomes import Done
+from worker.errors import StoreUnavailable
+from worker.memory.cache_aligned import WindowAnchor
+from worker.ports import ReceivedMessage
+from worker.telemetry import metrics as m
+from worker.telemetry.metrics import MetricsBook
+from worker.telemetry.turn import Telemetry
+from worker.turn.stage import ConverseStage
+
+ALIGNED = make_settings(history_window_mode="cache-aligned")
+SUMMARY = "The matter so far: the parties and the clauses in dispute."
+THROTTLED = StoreUnavailable("dynamodb.UpdateItem failed: ThrottlingException (HTTP 400)")
+
+
+def stage_over(
+    table: HistoryTable,
+    model: MemoryQueue,
+    compaction: MemoryQueue | None = None,
+    *,
+    settings: Any = ALIGNED,
+) -> ConverseStage:
+    return memory_stage(
+        history=table,
+        ledger=NoLedger(),
+        model_queue=model,
+        compaction_queue=compaction or MemoryQueue(),
+        settings=settings,
+    )
+
+
+def delivery(command_id: str, message: str = "And clause 9?") -> ReceivedMessage:
+    body = {
+        "type": "converse",
+        "command_id": command_id,
+        "conversation_id": "matter-1",
+        "message": message,
+    }
+    return ReceivedMessage(f"m-{command_id}", "r", json.dumps(body))
+
+
+def exchanges(table: HistoryTable, count: int, *, chars: int = 40) -> None:
+    for i in range(count):
+        question, answer = f"q{i} ".ljust(chars, "q"), f"a{i} ".ljust(chars, "a")
+        table.append(("user", question), ("assistant", answer))
+
+
+def cache_points(payload: dict[str, Any]) -> list[tuple[int, int]]:
+    return [
+        (i, j)
+        for i, message in enumerate(payload["converse"]["messages"])
+        for j, block in enumerate(message["content"])
+        if "cachePoint" in block
+    ]
+
+
+async def test_a_first_turn_anchors_stores_the_anchor_once_and_sets_the_history_point() -> None:
+    """GIVEN a folded conversation with no stored anchor, WHEN a turn is served, THEN it
+    costs one Query, its view ends the history with a cache point before the current
+    message, and the anchor it chose is stored in one write."""
+    table = HistoryTable()
+    exchanges(table, 30)
+    table.fold(56, SUMMARY)
+    model = MemoryQueue()
+    assert await stage_over(table, model).handle(delivery("c-1")) == Done()
+    [payload] = model.sent
+    assert table.queries == [None]
+    assert payload["converse"]["system"] == [{"text": SUMMARY}, {"cachePoint": {"type": "default"}}]
+    *_, answered, current = payload["converse"]["messages"]
+    assert answered["content"][-1] == {"cachePoint": {"type": "default"}}
+    assert current == {"role": "user", "content": [{"text": "And clause 9?"}]}
+    assert cache_points(payload) == [(len(payload["converse"]["messages"]) - 2, 1)]
+    assert table.writes == ["anchor"]
+    assert table.anchor == WindowAnchor(payload["history"][0]["seq"], 56)
+    assert payload["history"][0]["seq"] <= 51  # the floor (and everything unfolded) is in
+
+
+async def test_a_history_that_ends_on_a_question_takes_its_point_inside_that_message() -> None:
+    table = HistoryTable()
+    exchanges(table, 3)
+    table.append(("user", "An unanswered question."))
+    model = MemoryQueue()
+    await stage_over(table, model).handle(delivery("c-1"))
+    [payload] = model.sent
+    assert payload["converse"]["messages"][-1]["content"][-3:] == [
+        {"text": "An unanswered question."},
+        {"cachePoint": {"type": "default"}},
+        {"text": "And clause 9?"},
+    ]
+
+
+async def test_a_kept_anchor_writes_nothing_and_the_window_keeps_its_start() -> None:
+    table = HistoryTable()
+    exchanges(table, 30)
+    table.fold(56, SUMMARY)
+    model = MemoryQueue()
+    stage = stage_over(table, model)
+    await stage.handle(delivery("c-1"))
+    table.append(("user", "And clause 9?"), ("assistant", "Clause 9 is about notice."))
+    await stage.handle(delivery("c-2", "And clause 10?"))
+    first, second = model.sent
+    assert second["history"][0]["seq"] == first["history"][0]["seq"]
+    assert table.writes == ["anchor"]  # the second turn wrote nothing
+    assert table.queries == [None, None]
+
+
+async def test_a_fold_landing_re_anchors_and_stores_the_new_anchor() -> None:
+    table = HistoryTable()
+    exchanges(table, 30)
+    table.fold(56, SUMMARY)
+    stage = stage_over(table, MemoryQueue())
+    await stage.handle(delivery("c-1"))
+    table.append(("user", "q"), ("assistant", "a"))
+    table.fold(60, SUMMARY + " And more.")
+    await stage.handle(delivery("c-2"))
+    assert table.writes == ["anchor", "anchor"]
+    assert table.anchor is not None and table.anchor.folded_through == 60
+
+
+async def test_a_turn_that_claims_a_fold_and_re_anchors_makes_one_write() -> None:
+    """The anchor rides the claim's conditional write: one UpdateItem, not two."""
+    table = HistoryTable()
+    exchanges(table, 6)  # 12 unfolded messages: a fold request is due
+    compaction = MemoryQueue()
+    await stage_over(table, MemoryQueue(), compaction).handle(delivery("c-1"))
+    assert len(compaction.sent) == 1
+    assert table.writes == ["claim+anchor"]
+    assert table.anchor == WindowAnchor(1, 0)
+    assert table.state is not None and table.state.requested_through == 12
+
+
+async def test_a_lost_claim_still_stores_the_anchor_in_a_write_of_its_own() -> None:
+    """GIVEN two turns planned from one state, the second's claim is lost: it sends no
+    request, but its anchor is still written (one write more, never a missing anchor)."""
+    table = HistoryTable()
+    exchanges(table, 6)
+    stage = stage_over(table, MemoryQueue())
+    first = await stage.forward(COMMAND)
+    second = await stage.forward(replace_command("c-2"))
+    assert first.anchor_to_write is not None and second.anchor_to_write is not None
+    await stage.request_fold(COMMAND, first.page, anchor=first.anchor_to_write)
+    await stage.request_fold(replace_command("c-2"), second.page, anchor=second.anchor_to_write)
+    assert table.writes == ["claim+anchor", "claim+anchor", "anchor"]
+    assert table.anchor == second.anchor_to_write
+
+
+async def test_a_failed_anchor_write_is_a_warning_and_the_turn_is_done() -> None:
+    table = HistoryTable(anchor_error=THROTTLED)
+    exchanges(table, 5)
+    model = MemoryQueue()
+    with captured_logs() as logs:
+        outcome = await stage_over(table, model).handle(delivery("c-1"))
+    assert outcome == Done()
+    assert len(model.sent) == 1
+    [failed] = [e for e in logs if e["event"] == "clerk.converse_window_anchor_write_failed"]
+    assert failed["log_level"] == "warning"
+    assert failed["error"] == str(THROTTLED)
+    assert (failed["anchor_seq"], failed["anchor_folded_through"]) == (1, 0)
+    assert table.anchor is None
+
+
+async def test_a_stored_anchor_that_is_not_this_historys_re_anchors() -> None:
+    """An anchor on an answer (not an exchange start) is refused by the window, never
+    obeyed: the turn re-anchors and stores a valid one."""
+    table = HistoryTable(anchor=WindowAnchor(seq=4, folded_through=0))
+    exchanges(table, 5)
+    model = MemoryQueue()
+    await stage_over(table, model).handle(delivery("c-1"))
+    assert model.sent[0]["history"][0]["seq"] == 1
+    assert table.anchor == WindowAnchor(1, 0)
+
+
+async def test_the_sliding_mode_ignores_a_stored_anchor_and_writes_none() -> None:
+    """GIVEN an anchor the cache-aligned mode would keep (seq 29), WHEN the default mode
+    serves a turn, THEN its window is the sliding one (from seq 19: 24 messages), its view
+    has no history cache point and nothing is written."""
+    table = HistoryTable(anchor=WindowAnchor(seq=29, folded_through=40))
+    exchanges(table, 21)
+    table.fold(40, SUMMARY)
+    model = MemoryQueue()
+    await stage_over(table, model, settings=make_settings()).handle(delivery("c-1"))
+    [payload] = model.sent
+    assert payload["history"][0]["seq"] == 19
+    assert cache_points(payload) == []
+    assert table.writes == []
+    aligned = MemoryQueue()
+    await stage_over(table, aligned).handle(delivery("c-1"))
+    assert aligned.sent[0]["history"][0]["seq"] == 29
+
+
+async def test_an_empty_conversation_anchors_on_its_first_message_to_come() -> None:
+    table = HistoryTable()
+    model = MemoryQueue()
+    await stage_over(table, model).handle(delivery("c-1"))
+    [payload] = model.sent
+    assert payload["converse"]["messages"] == [
+        {"role": "user", "content": [{"text": "And clause 9?"}]}
+    ]
+    assert table.anchor == WindowAnchor(1, 0)
+
+
+# --- visible: the anchor's log line, the window line's field, the metric ------------------
+
+
+def anchor_events(logs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [e for e in logs if e["event"] == "clerk.converse_window_anchor"]
+
+
+async def test_every_turn_logs_how_its_window_was_chosen_and_what_it_stores() -> None:
+    """Turn by turn: a first turn anchors, the next keeps it, a fold landing re-anchors,
+    a window grown past the budget re-anchors (overflow), and an unfolded tail too large
+    for the budget falls back to the sliding window; the line names the anchor in force,
+    the stored one, and whether the turn writes."""
+    table = HistoryTable()
+    exchanges(table, 28)
+    table.fold(50, SUMMARY)
+    stage = stage_over(table, MemoryQueue())
+    seen: list[tuple[Any, ...]] = []
+    with captured_logs() as logs:
+        await stage.handle(delivery("c-1"))  # first turn: anchored at the budget less headroom
+        table.append(("user", "q"), ("assistant", "a"))
+        await stage.handle(delivery("c-2"))  # kept
+        table.fold(54, SUMMARY + " And more.")
+        await stage.handle(delivery("c-3"))  # the fold moved
+        table.append(*[("user", "q"), ("assistant", "a")] * 4)
+        await stage.handle(delivery("c-4"))  # 8 more messages: over the 25-message cap
+    for event in anchor_events(logs):
+        seen.append((event["outcome"], event["reason"], event["write"], event["stored_seq"]))
+        assert event["log_level"] == "info"
+    first = anchor_events(logs)[0]["anchor_seq"]
+    assert seen == [
+        ("reanchored", "first_turn", True, None),
+        ("kept", None, False, first),
+        ("reanchored", "fold_moved", True, first),
+        ("reanchored", "overflow", True, anchor_events(logs)[2]["anchor_seq"]),
+    ]
+    last = anchor_events(logs)[-1]
+    assert table.anchor == WindowAnchor(last["anchor_seq"], last["anchor_folded_through"])
+    bounded = [e for e in logs if e["event"] == "clerk.converse_history_window_bounded"]
+    assert [(e["anchor"], e.get("anchor_reason")) for e in bounded] == [
+        ("reanchored", "first_turn"),
+        ("kept", None),
+        ("reanchored", "fold_moved"),
+        ("reanchored", "overflow"),
+    ]
+
+
+async def test_a_fallback_is_logged_with_its_fold_gap_and_stores_nothing() -> None:
+    table = HistoryTable()
+    exchanges(table, 30)  # 60 unfolded messages: more than the window's 25
+    with captured_logs() as logs:
+        await stage_over(table, MemoryQueue()).forward(COMMAND)
+    [event] = anchor_events(logs)
+    assert (event["outcome"], event["reason"], event["anchor_seq"], event["write"]) == (
+        "fallback",
+        None,
+        None,
+        False,
+    )
+    [gap] = [e for e in logs if e["event"] == "clerk.converse_history_fold_gap"]
+    assert (gap["first_seq"], gap["last_seq"]) == (1, 36)
+
+
+async def test_the_sliding_mode_logs_no_anchor_and_its_window_line_as_before() -> None:
+    table = HistoryTable()
+    exchanges(table, 30)
+    table.fold(56, SUMMARY)
+    with captured_logs() as logs:
+        await stage_over(table, MemoryQueue(), settings=make_settings()).forward(COMMAND)
+    assert anchor_events(logs) == []
+    [bounded] = [e for e in logs if e["event"] == "clerk.converse_history_window_bounded"]
+    assert "anchor" not in bounded and "anchor_reason" not in bounded
+
+
+async def test_no_anchor_line_or_warning_carries_content() -> None:
+    secret = "PRIVILEGED settlement figure"
+    table = HistoryTable(anchor_error=THROTTLED)
+    table.append(("user", secret), ("assistant", secret))
+    table.fold(0, secret)
+    with captured_logs() as logs:
+        await stage_over(table, MemoryQueue()).handle(delivery("c-1", secret))
+    assert anchor_events(logs)
+    assert secret not in repr(logs)
+
+
+async def test_the_stages_re_anchors_reach_the_turns_metrics() -> None:
+    book = MetricsBook()
+    spy = Telemetry(metrics=book, clock=FakeClock())
+    table = HistoryTable()
+    exchanges(table, 3)
+    stage = stage_over(table, MemoryQueue())
+    for command_id in ("c-1", "c-2"):  # a first turn anchors, the second keeps it
+        message = delivery(command_id)
+        with spy.turn(message, received_at=0.0):
+            await stage.handle(message)
+    tally = book.take()
+    assert tally.reanchored == {"first_turn": 1}
+    assert tally.counts[m.COMMANDS_SERVED] == 2
