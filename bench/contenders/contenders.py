@@ -25,7 +25,7 @@ from typing import Any
 
 from bench.servers.procstats import sample
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass

@@ -28,7 +28,7 @@ def main() -> int:
     provider = TracerProvider()
     provider.add_span_processor(BatchSpanProcessor(DroppingExporter()))
     trace.set_tracer_provider(provider)
-    from bench.contenders.contenders import worker_process
+    from bench.contenders import worker_process
 
     try:
         return worker_process.main()

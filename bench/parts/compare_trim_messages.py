@@ -56,7 +56,7 @@ from worker.memory import (
 )
 from worker.settings import Settings
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 FULL_OUT_DIR = REPO_ROOT / "docs" / "benchmarks"
 QUICK_OUT_DIR = REPO_ROOT / ".bench" / "compare_trim_messages"
 STEM = "trim_messages"

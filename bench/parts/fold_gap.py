@@ -68,7 +68,7 @@ TURNS = 40
 SEED = 12
 REPORTED_LAGS = (1, 3, 5)
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 Planner = Callable[..., CompactionPlan | None]
 

@@ -46,7 +46,7 @@ from bench.load.traffic import Drain, feed_closed_loop
 from bench.load.workload import Command, Conversation, make_commands, mixed_conversations, seed
 from bench.servers.servers import Servers, create_bench_resources, local_servers
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 TARGET = 0.05
 #: Commands a second, open loop: below what one worker serves here even with other work on
 #: the machine (so no run falls behind its arrivals), high enough that receives and sends

@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO_ROOT / "infra" / "cloudformation" / "converse-stage.yaml"
 KEDA = REPO_ROOT / "infra" / "k8s" / "keda-scaledobject.yaml"
 

@@ -36,7 +36,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from worker.cli.bootstrap import history_table_definition
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_DIR = REPO_ROOT / ".bench" / "dynalite"
 PACKAGE = "dynalite@4"
 HOST = "127.0.0.1"

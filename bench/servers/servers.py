@@ -34,7 +34,7 @@ from bench.servers.dynalite import free_port, start_dynalite, stop
 from worker.cli.bootstrap import history_table_definition
 
 HOST = "127.0.0.1"
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "testing",
     "AWS_SECRET_ACCESS_KEY": "testing",
