@@ -22,7 +22,11 @@ One run, on this machine, every comparison reported as a ratio::
    one at a time, with a lagging compactor (:mod:`bench.parts.fold_gap`; the worker's own rules
    as a model, no servers);
 7. what operating it costs: the worker's CPU per command with metrics and tracing on and
-   off, end to end and the telemetry path alone (:mod:`bench.parts.telemetry_overhead`).
+   off, end to end and the telemetry path alone (:mod:`bench.parts.telemetry_overhead`);
+8. the model's bill: the workload's conversations played turn by turn through the worker
+   in both window modes, every prompt priced under the prompt cache, beside the stepped
+   peer, with a sensitivity to the cache's rules and counsel's pauses
+   (:mod:`bench.parts.model_bill`; about 12 min, 3 with ``--quick``).
 
 Then docs/SCALING.md, the capacity model, from the same figures (:mod:`bench.reports.scaling`).
 
@@ -72,7 +76,14 @@ from bench.load.workload import (
     seed,
     state_item,
 )
-from bench.parts import cost_per_turn, latency, profiling, telemetry_overhead, throughput
+from bench.parts import (
+    cost_per_turn,
+    latency,
+    model_bill,
+    profiling,
+    telemetry_overhead,
+    throughput,
+)
 from bench.parts.compare_trim_messages import cpu_model
 from bench.servers.servers import (
     RoundTrips,
@@ -542,7 +553,7 @@ def summarise_runs(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-PARTS = ("cost", "throughput", "latency", "profile", "telemetry")
+PARTS = ("cost", "throughput", "latency", "profile", "telemetry", "bill")
 
 
 async def run_parts(
@@ -608,6 +619,10 @@ async def run_parts(
                 workdir=WORK_DIR,
                 quick=plan.quick,
                 say=say,
+            )
+        if "bill" in parts:
+            results["model_bill"] = await model_bill.measure(
+                clients, servers, quick=plan.quick, say=say, workdir=WORK_DIR
             )
     return results
 
@@ -705,6 +720,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         json.dumps(document, indent=1, ensure_ascii=False) + "\n", encoding="utf-8"
     )
     report.plots(document, out_dir)
+    if "model_bill" in document:
+        model_bill.write(document["model_bill"], out_dir)
     out_doc.write_text(report.markdown(document, out_dir, out_doc), encoding="utf-8")
     say(f"wrote {out_doc.relative_to(REPO_ROOT)} and {out_dir.relative_to(REPO_ROOT)}/")
     from bench.reports import scaling

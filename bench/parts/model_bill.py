@@ -53,7 +53,13 @@ from bench.load.replay import (
     turn_times,
 )
 from bench.parts.cache_bill import Tally, ViewCodec, stepped_window
-from bench.parts.model_bill_play import PlayedTurn, PlayResult, converse_digest, play
+from bench.parts.model_bill_play import (
+    PlayedTurn,
+    PlayResult,
+    command_id,
+    converse_digest,
+    play,
+)
 from worker.memory import (
     FoldLimits,
     Window,
@@ -62,18 +68,12 @@ from worker.memory import (
     fold_gap,
     render_converse,
 )
-from worker.memory.cache_aligned import (
-    DEFAULT_HEADROOM_MESSAGES,
-    DEFAULT_HEADROOM_TOKENS,
-    AnchorHeadroom,
-    WindowAnchor,
-    cache_aligned_window,
-)
+from worker.memory.cache_aligned import AnchorHeadroom, WindowAnchor, cache_aligned_window
 from worker.memory.converse import ConverseView, previous_history_end
 from worker.memory.prompt_cache import CacheRules, PromptCache, price_turn
 from worker.settings import Settings
 
-REPO_ROOT = Path(__file__).resolve().parent.parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 FULL_OUT_DIR = REPO_ROOT / "docs" / "benchmarks"
 QUICK_OUT_DIR = REPO_ROOT / ".bench" / "quick" / "benchmarks"
 WORK_DIR = REPO_ROOT / ".bench" / "run"
@@ -192,8 +192,11 @@ def model_conversation(
             aligned = cache_aligned_window(
                 reversed(history), limits, folded_through=folded, anchor=anchor, headroom=headroom
             )
-        if aligned.anchor_to_store is not None:
-            anchor = aligned.anchor_to_store
+        # Stored only when it differs from the stored one (the stage's anchor_to_write).
+        new = aligned.anchor_to_store
+        wrote = new is not None and new != anchor
+        if wrote:
+            anchor = new
         plan = track.due(history, limits, fold)
         if plan is not None:
             track.requested(turn, plan.through)
@@ -204,8 +207,7 @@ def model_conversation(
         run.digests["cache-aligned"].append(_digest(aligned_view))
         outcome = aligned.outcome + (f":{aligned.reason}" if aligned.reason else "")
         run.views["cache-aligned"].append(
-            _turn_view(codec, aligned_view, aligned.window, folded, outcome,
-                       aligned.anchor_to_store is not None)
+            _turn_view(codec, aligned_view, aligned.window, folded, outcome, wrote)
         )  # fmt: skip
         run.views["sliding+point"].append(
             _turn_view(codec, _with_points(sliding, current, summary), sliding, folded)
@@ -249,13 +251,14 @@ def _turn_view(
     )
 
 
-def played_views(turns: Sequence[PlayedTurn], model: Sequence[TurnView] | None) -> list[TurnView]:
-    """The worker's turns as priced; anchor outcomes from the model's turns when given
-    (they are the worker's own when the views agree)."""
+def played_views(
+    conversation_id: str, turns: Sequence[PlayedTurn], anchors: dict[str, tuple[str, bool]]
+) -> list[TurnView]:
+    """The worker's turns as priced, with the anchor outcome its log gave for each."""
     out = []
-    for i, played in enumerate(turns):
+    for played in turns:
         gap = played.oldest_seq is not None and played.oldest_seq - 1 > played.folded_through
-        outcome, wrote = (model[i].outcome, model[i].wrote) if model is not None else ("", False)
+        outcome, wrote = anchors.get(command_id(conversation_id, played.turn), ("", False))
         out.append(TurnView(played.view, played.kept, played.estimated_tokens, gap, outcome, wrote))
     return out
 
@@ -266,22 +269,21 @@ def played_views(turns: Sequence[PlayedTurn], model: Sequence[TurnView] | None) 
 def price(
     streams: dict[str, dict[str, list[TurnView]]],
     codec: ViewCodec,
-    case: Case,
-    *,
-    seed: int = SEED,
+    rules: CacheRules,
+    times: dict[str, list[float]],
 ) -> dict[str, Tally]:
-    """Each contender's turns priced under ``case``: one prompt cache per conversation,
-    turn ``t`` sent at the time the pause model gives it."""
+    """Each contender's turns priced under ``rules``: one prompt cache per conversation,
+    turn ``i`` of conversation ``c`` sent ``times[c][i]`` seconds into the replay. The
+    messages fewer are counted against the ``sliding`` stream's window, turn by turn."""
     base = streams["sliding"]
     tallies: dict[str, Tally] = {}
     for name, by_conversation in streams.items():
         tally = tallies[name] = Tally()
         for cid, turns in by_conversation.items():
-            times = turn_times(cid, len(turns), case.pauses, seed=seed)
             cache = PromptCache()
             for i, turn in enumerate(turns):
                 system, messages = codec.decode(turn.view)
-                cost, cache = price_turn(cache, system, messages, at=times[i], rules=case.rules)
+                cost, cache = price_turn(cache, system, messages, at=times[cid][i], rules=rules)
                 tally.add_cost(cost)
                 tally.history_tokens += turn.estimated_tokens
                 tally.fold_gap_turns += turn.fold_gap
@@ -290,6 +292,14 @@ def price(
                 if turn.outcome:
                     tally.outcomes[turn.outcome] += 1
     return tallies
+
+
+def case_times(case: Case, conversations: Sequence[ReplayedConversation]) -> dict[str, list[float]]:
+    """When each turn is sent under the case's pause model (seeded per conversation)."""
+    return {
+        c.conversation_id: turn_times(c.conversation_id, c.turns, case.pauses, seed=SEED)
+        for c in conversations
+    }
 
 
 def figures(tally: Tally, base: Tally) -> dict[str, Any]:
@@ -318,15 +328,6 @@ def figures(tally: Tally, base: Tally) -> dict[str, Any]:
 # -- the run ---------------------------------------------------------------------------------
 
 
-def headroom_from_settings() -> AnchorHeadroom:
-    """The worker's own default headroom (its settings once wired, else the core's)."""
-    settings = Settings.at_defaults()
-    return AnchorHeadroom(
-        getattr(settings, "history_window_anchor_headroom_tokens", DEFAULT_HEADROOM_TOKENS),
-        getattr(settings, "history_window_anchor_headroom_messages", DEFAULT_HEADROOM_MESSAGES),
-    )
-
-
 def workload(quick: bool) -> tuple[list[ReplayedConversation], str]:
     everything = replayed_conversations(200, seed=SEED)
     if not quick:
@@ -343,7 +344,7 @@ async def measure(
     started = time.monotonic()
     settings = Settings.at_defaults()
     limits, fold = settings.window_limits, settings.fold_limits
-    headroom = headroom_from_settings()
+    headroom = settings.anchor_headroom
     conversations, described = workload(quick)
     turns = sum(c.turns for c in conversations)
     codec = ViewCodec()
@@ -367,17 +368,15 @@ async def measure(
     streams: dict[str, dict[str, list[TurnView]]] = {name: {} for name in CONTENDERS}
     for c in conversations:
         cid, model = c.conversation_id, models[c.conversation_id]
-        streams["sliding"][cid] = played_views(plays["sliding"].turns[cid], None)
-        streams["cache-aligned"][cid] = played_views(
-            plays["cache-aligned"].turns[cid], model.views["cache-aligned"]
-        )
+        for mode in MODES:
+            streams[mode][cid] = played_views(cid, plays[mode].turns[cid], plays[mode].anchors)
         streams["sliding+point"][cid] = model.views["sliding+point"]
         streams["stepped"][cid] = model.views["stepped"]
     del models
     say(f"part 8: pricing {len(CASES)} cases x {len(CONTENDERS)} contenders x {turns:,} turns")
     priced: list[dict[str, Any]] = []
     for case in CASES:
-        tallies = price(streams, codec, case)
+        tallies = price(streams, codec, case.rules, case_times(case, conversations))
         base = tallies["sliding"]
         priced.append(
             {
@@ -422,7 +421,7 @@ def cross_check(plays: dict[str, PlayResult], models: dict[str, ModelRun]) -> di
     """The worker's payloads against the pure pipeline, turn for turn."""
     out: dict[str, Any] = {}
     for mode, result in plays.items():
-        identical = turns = folds = requests = 0
+        identical = turns = folds = requests = anchors = 0
         for cid, played in result.turns.items():
             model = models[cid]
             for i, turn in enumerate(played):
@@ -430,11 +429,17 @@ def cross_check(plays: dict[str, PlayResult], models: dict[str, ModelRun]) -> di
                 identical += turn.digest == model.digests[mode][i]
                 folds += turn.folded_through == model.folded_through[i]
                 requests += turn.request_through == model.requests[i]
+                if mode == "cache-aligned":
+                    logged = result.anchors.get(command_id(cid, turn.turn))
+                    expected = model.views[mode][i]
+                    anchors += logged == (expected.outcome, expected.wrote)
         out[mode] = {
             "turns": turns,
             "identical_views": identical,
             "same_fold_mark": folds,
             "same_fold_request": requests,
+            "same_anchor_choice": anchors if mode == "cache-aligned" else None,
+            "anchor_lines": len(result.anchors),
             "unexpected_requests": result.unexpected_requests,
             "mismatched_requests": result.mismatched_requests,
             "duplicate_payloads": result.duplicate_payloads,
@@ -487,6 +492,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help=f"every {QUICK_EVERY}th conversation")
     parser.add_argument("--out-dir", type=Path, default=None, help="where the outputs go")
+    parser.add_argument("--from-json", type=Path, default=None,
+                        help="no run: write the page and plot from these figures")  # fmt: skip
+    parser.add_argument("--into", type=Path, default=None,
+                        help="also put the section into this BENCHMARKS.md")  # fmt: skip
     args = parser.parse_args(argv)
     out_dir: Path = args.out_dir or (QUICK_OUT_DIR if args.quick else FULL_OUT_DIR)
     started = time.monotonic()
@@ -495,20 +504,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         elapsed = time.monotonic() - started
         print(f"[{int(elapsed) // 60:02d}:{int(elapsed) % 60:02d}] {message}", flush=True)
 
-    from bench.servers.servers import local_servers
-    from worker.cli.runtime import aws_clients
+    if args.from_json is not None:
+        document = json.loads(args.from_json.read_text(encoding="utf-8"))
+    else:
+        from bench.servers.servers import local_servers
+        from worker.cli.runtime import aws_clients
 
-    async def run(servers: Any) -> dict[str, Any]:
-        async with aws_clients(pool_size=64) as clients:
-            return await measure(clients, servers, quick=args.quick, say=say)
+        async def run(servers: Any) -> dict[str, Any]:
+            async with aws_clients(pool_size=64) as clients:
+                return await measure(clients, servers, quick=args.quick, say=say)
 
-    with local_servers() as servers:
-        os.environ.update(servers.environ())
-        document = asyncio.run(run(servers))
+        with local_servers() as servers:
+            os.environ.update(servers.environ())
+            document = asyncio.run(run(servers))
     write(document, out_dir)
-    from bench.reports.model_bill import verdicts
+    from bench.reports import model_bill as report
 
-    for line in verdicts(document):
+    if args.into is not None:
+        report.insert_section(document, args.into, out_dir)
+        say(f"put the section into {args.into}")
+    for line in report.verdicts(document):
         print(line)
     say(f"wrote {out_dir / STEM}.json, .md and .png")
     return 0

@@ -49,6 +49,11 @@ CONCURRENCY = 20
 TURN_TIMEOUT = 120.0
 
 
+def command_id(conversation_id: str, turn: int) -> str:
+    """The converse command of ``turn`` (unique per command: the ledger's key)."""
+    return f"{conversation_id}-t{turn:04d}"
+
+
 def converse_digest(converse: dict[str, Any]) -> bytes:
     """The view as the payload carries it (``system`` then ``messages``), serialised as
     the stage serialises it, hashed: equal digests, byte-identical views."""
@@ -83,6 +88,9 @@ class PlayResult:
     worker_cpu_seconds: float
     exit_code: int | None
     log_path: Path
+    #: The worker's ``clerk.converse_window_anchor`` lines, by command id: the window's
+    #: outcome (``reanchored:<reason>`` when it re-anchored) and whether it stored an anchor.
+    anchors: dict[str, tuple[str, bool]] = field(default_factory=dict)
     unexpected_requests: int = 0  # fold requests the stage's trigger did not call for
     mismatched_requests: int = 0  # expected, but for another ``through``
     duplicate_payloads: int = 0
@@ -166,7 +174,8 @@ async def play(
     child = servers.child_environ(
         **env,
         WORKER_CONCURRENCY=str(CONCURRENCY),
-        RECEIVE_WAIT_SECONDS="20",
+        # Long polls as in production, shorter: the worker stops once its poll returns.
+        RECEIVE_WAIT_SECONDS="5",
         COMPACTION_RETRY_SECONDS="86400",  # the compactor answers every request
         HISTORY_WINDOW_MODE=mode,
         LOG_FORMAT="json",
@@ -233,6 +242,7 @@ async def play(
     finally:
         stopped = await worker.stop()
         result.exit_code = stopped.get("exit_code")
+        result.anchors = await asyncio.to_thread(anchor_events, worker.log_path)
         for task in running:
             task.cancel()
         await asyncio.gather(*running, return_exceptions=True)
@@ -244,20 +254,20 @@ async def play(
 async def _warm_up(sender: _Sender, payloads: Drain, mode: str) -> None:
     """One command on a conversation of its own: the worker is up and its clients warm
     before the first snapshot (its calls are not counted)."""
-    command_id = f"warm-up-{mode}"
+    warm = f"warm-up-{mode}"
     await sender.send(
         json.dumps(
             {
                 "type": "converse",
-                "command_id": command_id,
-                "conversation_id": command_id,
+                "command_id": warm,
+                "conversation_id": warm,
                 "message": "Warm-up question?",
             }
         )
     )
-    if not await payloads.wait_for([command_id], within=60):
+    if not await payloads.wait_for([warm], within=60):
         raise RuntimeError(f"the worker in {mode} mode did not answer the warm-up within 60 s")
-    payloads.bodies.pop(command_id, None)
+    payloads.bodies.pop(warm, None)
 
 
 @dataclass
@@ -299,31 +309,31 @@ async def _play_conversation(
         if track.before_turn(turn):
             assert track.summary is not None
             await table.land(cid, track.folded_through, track.summary)
-        command_id = f"{cid}-t{turn:04d}"
+        command = command_id(cid, turn)
         sent = time.time()
         await sender.send(
             json.dumps(
                 {
                     "type": "converse",
-                    "command_id": command_id,
+                    "command_id": command,
                     "conversation_id": cid,
                     "message": conversation.question(turn).content,
                 },
                 ensure_ascii=False,
             )
         )
-        if not await payloads.wait_for([command_id], within=TURN_TIMEOUT):
-            raise RuntimeError(f"no payload for {command_id} within {TURN_TIMEOUT:g} s")
-        body = payloads.bodies.pop(command_id)
-        arrived_ms = payloads.arrivals[command_id].arrived_ms
+        if not await payloads.wait_for([command], within=TURN_TIMEOUT):
+            raise RuntimeError(f"no payload for {command} within {TURN_TIMEOUT:g} s")
+        body = payloads.bodies.pop(command)
+        arrived_ms = payloads.arrivals[command].arrived_ms
         payload = json.loads(body)
         history = conversation.history(turn)
         through: int | None = None
         plan = track.due(history, limits, fold)
         if plan is not None:
-            if not await requests.wait_for([command_id], within=TURN_TIMEOUT):
-                raise RuntimeError(f"no fold request from {command_id} within {TURN_TIMEOUT:g} s")
-            request = json.loads(requests.bodies.pop(command_id))
+            if not await requests.wait_for([command], within=TURN_TIMEOUT):
+                raise RuntimeError(f"no fold request from {command} within {TURN_TIMEOUT:g} s")
+            request = json.loads(requests.bodies.pop(command))
             through = int(request["through"])
             result.mismatched_requests += through != plan.through
             track.requested(turn, through)
@@ -349,3 +359,21 @@ async def _play_conversation(
         )
         progress.turn()
     return played
+
+
+def anchor_events(log_path: Path) -> dict[str, tuple[str, bool]]:
+    """The cache-aligned window's choice per command, from the worker's JSON log lines
+    (event names, seqs and flags only: the log holds no content)."""
+    out: dict[str, tuple[str, bool]] = {}
+    with open(log_path, encoding="utf-8", errors="replace") as lines:
+        for line in lines:
+            if '"clerk.converse_window_anchor"' not in line:
+                continue
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            reason = event.get("reason")
+            outcome = str(event.get("outcome")) + (f":{reason}" if reason else "")
+            out[str(event.get("command_id"))] = (outcome, bool(event.get("write")))
+    return out

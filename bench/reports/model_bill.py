@@ -3,6 +3,7 @@ plot and its verdicts, from the figures :mod:`bench.parts.model_bill` measured."
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -380,6 +381,51 @@ def page(doc: dict[str, Any]) -> str:
         f"{box['python']}, moto {box['moto']}, dynalite.",
     ]
     return "\n".join(lines) + "\n"
+
+
+def full_batch_calls(results: Path) -> float | None:
+    """Part 3's calls per command (the worker, sliding, full batches) in a run's
+    ``results.json``, or None."""
+    import json
+
+    try:
+        document = json.loads(results.read_text(encoding="utf-8"))
+        calls = document["throughput"]["summary"]["worker"]["calls_per_command"]
+    except (OSError, ValueError, KeyError):
+        return None
+    return float(sum(calls.values()))
+
+
+HEADING = "## 8. The model's bill"
+NEXT_HEADING = "## What these figures show"
+
+
+def insert_section(doc: dict[str, Any], path: Path, out_dir: Path) -> None:
+    """Put the section and its target rows into an already generated docs/BENCHMARKS.md
+    (as :mod:`bench.reports.report` would write them), replacing an earlier copy."""
+    text = path.read_text(encoding="utf-8")
+    rel = os.path.relpath(out_dir, path.parent)
+    full_batch = full_batch_calls(out_dir / "results.json")
+    lines = text.split("\n")
+    # The target rows: replace ours, else append them to the table under "## Targets".
+    rows = [
+        f"| {t} | {f} | {'met' if m else '**missed**'} |" for t, f, m in targets(doc, full_batch)
+    ]
+    names = {row.split(" | ")[0] for row in rows}
+    start = lines.index("## Targets")
+    end = next(i for i in range(start + 4, len(lines)) if not lines[i].startswith("|"))
+    table = [line for line in lines[start:end] if line.split(" | ")[0] not in names]
+    lines[start:end] = table + rows
+    # The section: replace ours, else insert it before the closing notes.
+    body = section(doc, rel, full_batch=full_batch)
+    begin = next((i for i, line in enumerate(lines) if line.startswith(HEADING)), None)
+    if begin is None:
+        at = lines.index(NEXT_HEADING)
+        lines[at:at] = [*body, ""]
+    else:
+        stop = next(i for i in range(begin + 1, len(lines)) if lines[i].startswith("## "))
+        lines[begin:stop] = [*body, ""]
+    path.write_text("\n".join(lines), encoding="utf-8")
 
 
 # -- the plot ---------------------------------------------------------------------------------
