@@ -478,12 +478,12 @@ def _machine() -> dict[str, Any]:
 
 def write(document: dict[str, Any], out_dir: Path) -> None:
     """``model_bill.json``, ``.md`` and ``.png`` into ``out_dir``."""
-    from bench.reports import model_bill as report
-
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / f"{STEM}.json").write_text(
         json.dumps(document, indent=1, ensure_ascii=False) + "\n", encoding="utf-8"
     )
+    from bench.reports import model_bill as report
+
     report.plot(document, out_dir / f"{STEM}.png")
     (out_dir / f"{STEM}.md").write_text(report.page(document), encoding="utf-8")
 

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+TTL_WORDS = {"5m": "5-minute", "1h": "1-hour"}
 NAMES = {
     "sliding": "sliding (the worker, default mode)",
     "sliding+point": "sliding + a history cache point (rendered)",
@@ -57,15 +58,19 @@ def _rows(doc: dict[str, Any], case: str = "baseline") -> dict[str, dict[str, An
 
 def calls_target(doc: dict[str, Any], full_batch: float | None = None) -> dict[str, Any]:
     """Calls per command in both modes, and the target's reading at full batches."""
-    sliding = doc["plays"]["sliding"]["calls_in_all_per_command"]
-    aligned = doc["plays"]["cache-aligned"]["calls_in_all_per_command"]
+    plays = doc["plays"]
+    sliding = plays["sliding"]["calls_in_all_per_command"]
+    aligned = plays["cache-aligned"]["calls_in_all_per_command"]
+    anchor = sum(v for k, v in plays["cache-aligned"]["calls_per_command"].items()
+                 if k.endswith(" anchor"))  # fmt: skip
     base = FULL_BATCH_CALLS if full_batch is None else full_batch
     return {
         "sliding": sliding,
         "aligned": aligned,
-        "extra": aligned - sliding,
+        "difference": aligned - sliding,
+        "anchor": anchor,
         "full_batch_sliding": base,
-        "full_batch_aligned": base + aligned - sliding,
+        "full_batch_aligned": base + anchor,
     }
 
 
@@ -105,9 +110,9 @@ def targets(doc: dict[str, Any], full_batch: float | None = None) -> list[tuple[
         ),
         (
             "AWS calls per command ≤ 2.75 in cache-aligned mode (full batches)",
-            f"{calls['full_batch_aligned']:.2f} = part 3's {calls['full_batch_sliding']:.2f} + "
-            f"{calls['extra']:.3f} measured here ({calls['sliding']:.2f} sliding, "
-            f"{calls['aligned']:.2f} cache-aligned, conversations played one turn at a time)",
+            f"{calls['full_batch_aligned']:.2f} = part 3's {calls['full_batch_sliding']:.2f} "
+            f"(sliding) + the anchor's own writes, {calls['anchor']:.3f} per command (played "
+            f"here: {calls['sliding']:.2f} sliding, {calls['aligned']:.2f} cache-aligned)",
             calls["full_batch_aligned"] <= CALLS_MAX,
         ),
     ]
@@ -207,9 +212,6 @@ def section(doc: dict[str, Any], rel: str, *, heading: str = "##",
     identical = all(c["identical_views"] == c["turns"] for c in checks.values())
     settings = doc["settings"]
     pauses = doc["pause_models"]
-    cold_cases = [
-        c for c in doc["cases"] if c["contenders"]["cache-aligned"]["billed_share"] > BILLED_MAX
-    ]
     return [
         f"{heading} 8. The model's bill: input tokens under the prompt cache (issue 19)",
         "",
@@ -218,7 +220,7 @@ def section(doc: dict[str, Any], rel: str, *, heading: str = "##",
         f"[`{rel}/model_bill.json`]({rel}/model_bill.json), page "
         f"[`{rel}/model_bill.md`]({rel}/model_bill.md).",
         "",
-        f"**What was played.** {work['described'].capitalize()} ({work['turns']:,} turns), "
+        f"**What was played.** {work['described'].capitalize()}: {work['turns']:,} turns, "
         "each replayed from its first message through the real worker (`worker run`, its AWS "
         "calls counted; SQS on moto, the history table on dynalite), once in `sliding` and "
         "once in `cache-aligned` mode, with the default window (4,000 tokens, 25 messages, "
@@ -268,13 +270,13 @@ def section(doc: dict[str, Any], rel: str, *, heading: str = "##",
         "",
         "**The baseline, and why.** Claude Sonnet 4 (minimum "
         f"{rules['min_prefix_tokens']:,} tokens, $3 per million input tokens); the default "
-        f"{rules['ttl']} TTL (the view's cache points ask for it); the model stage's own "
-        f"system prompt, {rules['system_prompt_tokens']} tokens, first, with a cache point of "
-        "its own (the contract leaves it one of Bedrock's four; at 300 tokens it is below the "
-        "minimum alone and caches only as part of a longer prefix); and counsel's pauses: "
-        f"{pauses[base['pauses']]}. That is the rhythm of a legal question-and-answer session — "
-        "read a 150–600-token answer, type a 20–80-token question — with a break now and then; "
-        "the sensitivity below prices the same payloads with long pauses.",
+        f"{TTL_WORDS[rules['ttl']]} TTL (the view's cache points ask for it); the model "
+        f"stage's own system prompt, {rules['system_prompt_tokens']} tokens, first, with a "
+        "cache point of its own (the contract leaves it one of Bedrock's four; 300 tokens is "
+        "below the minimum, so it caches only as part of a longer prefix); and counsel's "
+        f"pauses: {pauses[base['pauses']]}. That is the rhythm of a legal question-and-answer "
+        "session — read a 150–600-token answer, type a 20–80-token question — with a break "
+        "now and then; the sensitivity below prices the same payloads with long pauses.",
         "",
         f"Per turn, at the baseline ({work['turns']:,} turns of each contender):",
         "",
@@ -284,7 +286,10 @@ def section(doc: dict[str, Any], rel: str, *, heading: str = "##",
         "1×), the system prompt and the current message included. *History tokens*: the "
         "window's estimate. *Messages fewer*: the sliding window's count minus the "
         "contender's, turn by turn. *Fold-gap turns*: turns with an unfolded message outside "
-        "the window. *$ / 1,000 turns*: input only, at $3 per million units.",
+        "the window. *Re-anchors*: turns whose cache-aligned window moved its start (the "
+        "worker's own `clerk.converse_window_anchor` lines); *anchor writes*: turns that stored "
+        "a new anchor, in a write of its own or riding the turn's fold claim. *$ / 1,000 "
+        "turns*: input only, at $3 per million units.",
         f"- Cache-aligned bills {aligned['billed_share']:.0%} of the sliding window's input and "
         f"sees {aligned['history_share']:.0%} of its history tokens; it reads "
         f"{aligned['read_share']:.0%} of its input from the cache, against "
@@ -310,17 +315,22 @@ def section(doc: dict[str, Any], rel: str, *, heading: str = "##",
         "",
         *calls_table(doc),
         "",
-        f"The cache-aligned mode adds {calls['extra']:.3f} calls per command here: its anchor "
-        "writes (a conditional `UpdateItem` on the `state` item when it re-anchors). The "
-        "absolute figures are higher than part 3's because these conversations are played "
-        f"one turn at a time ({work['lanes']} at once): the worker's receive, send, delete and "
-        "done-mark batches are a few commands each, not ten; and every conversation grows, so "
-        "a fold request leaves every ~5 turns (part 3's commands mostly find a fold already "
-        f"done). At part 3's full batches ({calls['full_batch_sliding']:.2f} calls per command, "
-        "sliding) the same extra gives "
-        f"**{calls['full_batch_aligned']:.2f}** in cache-aligned mode. In sliding mode the worker "
-        "makes no call it did not make before: one Query per turn, and `state` updates only "
-        "for fold claims (one per fold request sent).",
+        f"The cache-aligned mode's only new call is the anchor's write of its own (an "
+        f"`UpdateItem` of the `state` item, unconditional): {calls['anchor']:.3f} per command. "
+        f"Of its {aligned['anchor_writes_per_turn']:.3f} anchor writes a turn, the other "
+        f"{aligned['anchor_writes_per_turn'] - calls['anchor']:.3f} rode the turn's fold claim, "
+        "at no extra call. In all it made "
+        f"{calls['difference']:.3f} more calls per command than sliding here; the rest of "
+        "that difference is batch fill, which varies from run to run. The absolute figures "
+        "are above part 3's because these conversations are played one turn at a time "
+        f"({work['lanes']} at once): the worker's receive, send, delete and done-mark batches "
+        "hold a few commands each, not ten; and every conversation grows, so a fold request "
+        f"leaves on one turn in {1 / max(1e-9, _fold_requests(doc)):.1f} (part 3's commands "
+        "mostly find the fold done). At part 3's full batches "
+        f"({calls['full_batch_sliding']:.2f} calls per command, sliding) the anchor's writes "
+        f"give **{calls['full_batch_aligned']:.2f}** in cache-aligned mode. In sliding mode "
+        "no anchor call appears: one Query per turn, and `state` updates only for fold "
+        "claims (one per fold request sent), as before the mode existed.",
         "",
         "**Targets (issue 19), at the baseline:**",
         "",
@@ -331,22 +341,7 @@ def section(doc: dict[str, Any], rel: str, *, heading: str = "##",
             for target, figure, met in targets(doc, full_batch)
         ),
         "",
-        "**Where the saving holds, and where it does not.** "
-        + (
-            "Cache-aligned stays at or under 55% of the sliding window's input in every case "
-            "priced."
-            if not cold_cases
-            else "Cache-aligned is over 55% of sliding's input in: "
-            + "; ".join(
-                f"{c['case']} ({c['contenders']['cache-aligned']['billed_share']:.0%})"
-                for c in cold_cases
-            )
-            + ". The saving is cache reads, so it needs the next question within the TTL of "
-            "the last: every pause beyond it costs the cache-aligned prompt a fresh write "
-            "at 1.25× while the sliding prompt, cached nowhere, pays 1× as always. With the "
-            "1-hour TTL (2× writes) pauses of up to an hour keep the saving; models whose "
-            "minimum is 4,096 tokens cache little of a 4,000-token window."
-        ),
+        *holds_and_fails(doc),
         "",
         "**Checks.** "
         + "; ".join(
@@ -366,6 +361,94 @@ def section(doc: dict[str, Any], rel: str, *, heading: str = "##",
         "turn with this model's read and written tokens would confirm the prefix matching, the "
         "minimum and the lookback; the pauses need the TTL itself.",
     ]
+
+
+def _fold_requests(doc: dict[str, Any]) -> float:
+    """Fold requests sent per command, sliding mode."""
+    calls = doc["plays"]["sliding"]["calls_per_command"]
+    return float(sum(v for k, v in calls.items() if k.startswith("sqs.SendMessage compaction")))
+
+
+def holds_and_fails(doc: dict[str, Any]) -> list[str]:
+    """Where each comparison of the baseline holds across the cases, and why not."""
+    cases = doc["cases"]
+
+    def share(case: dict[str, Any], name: str) -> float:
+        return float(case["contenders"][name]["billed_share"])
+
+    under = [c["case"] for c in cases if share(c, "cache-aligned") <= BILLED_MAX]
+    over = [c for c in cases if share(c, "cache-aligned") > BILLED_MAX]
+    behind = [c for c in cases if share(c, "cache-aligned") >= share(c, "stepped")]
+    by_name = {c["case"]: c for c in cases}
+    lines = [
+        "**Where the saving holds, and where it does not.** The windows (and so the history "
+        "seen, the fold gaps and the calls) are the same in every case; only the bill moves.",
+        "",
+        "- At or under 55% of sliding's input: " + ", ".join(under) + ".",
+    ]
+    if over:
+        lines.append(
+            "- Over 55%: "
+            + "; ".join(f"{c['case']} ({share(c, 'cache-aligned'):.0%})" for c in over)
+            + ". The saving is cache reads: it needs the next question within the TTL of the "
+            "last. A pause beyond it costs the cache-aligned prompt a fresh write of its "
+            "history at 1.25× where the sliding prompt, cached nowhere, pays 1× as always — "
+            "with every pause cold, cache-aligned costs more than sliding. "
+            + _ttl_sentence(by_name)
+            + " A model whose minimum is 4,096 tokens caches a "
+            "4,000-token window only when the summary and system prompt push it over. A "
+            "1,500-token system prompt with its own point is cached for every contender, "
+            "sliding included, so the history is a smaller share of everyone's bill"
+            + (
+                f" (the saving per 1,000 turns: "
+                f"${_saving(by_name['system prompt 1,500 tokens']):.2f}, against "
+                f"${_saving(by_name['baseline']):.2f} at the baseline)."
+                if "system prompt 1,500 tokens" in by_name and "baseline" in by_name
+                else "."
+            )
+        )
+    if behind:
+        lines.append(
+            "- Not below the stepped peer's bill: "
+            + "; ".join(
+                f"{c['case']} ({share(c, 'cache-aligned'):.0%} against {share(c, 'stepped'):.0%})"
+                for c in behind
+            )
+            + ". The peer sees less history in every case (the same windows as at the "
+            "baseline), and a shorter prompt loses less to a cold cache."
+        )
+    return lines
+
+
+def _ttl_sentence(by_name: dict[str, dict[str, Any]]) -> str:
+    """What the 1-hour TTL did to cache-aligned's share, pause model by pause model."""
+    pairs = [
+        ("the baseline's pauses", "baseline", "TTL 1 hour"),
+        ("interrupted pauses", "pauses: interrupted", "TTL 1 hour, pauses interrupted"),
+        ("cold pauses", "pauses: cold", "TTL 1 hour, pauses cold"),
+    ]
+    found = [(label, by_name[a], by_name[b]) for label, a, b in pairs
+             if a in by_name and b in by_name]  # fmt: skip
+    if not found:
+        return ""
+
+    def share(case: dict[str, Any]) -> str:
+        return f"{case['contenders']['cache-aligned']['billed_share']:.0%}"
+
+    return (
+        "The 1-hour TTL doubles every write and keeps an entry through pauses of up to an "
+        "hour: cache-aligned's share went "
+        + ", ".join(f"from {share(a)} to {share(b)} with {label}" for label, a, b in found)
+        + ". It pays only where most pauses are longer than 5 minutes and shorter than an "
+        "hour, which is why the view's points keep the default TTL."
+    )
+
+
+def _saving(case: dict[str, Any]) -> float:
+    c = case["contenders"]
+    return float(
+        c["sliding"]["dollars_per_1000_turns"] - c["cache-aligned"]["dollars_per_1000_turns"]
+    )
 
 
 def page(doc: dict[str, Any]) -> str:
@@ -420,7 +503,7 @@ def insert_section(doc: dict[str, Any], path: Path, out_dir: Path) -> None:
     body = section(doc, rel, full_batch=full_batch)
     begin = next((i for i, line in enumerate(lines) if line.startswith(HEADING)), None)
     if begin is None:
-        at = lines.index(NEXT_HEADING)
+        at = next(i for i, line in enumerate(lines) if line.startswith(NEXT_HEADING))
         lines[at:at] = [*body, ""]
     else:
         stop = next(i for i in range(begin + 1, len(lines)) if lines[i].startswith("## "))
@@ -454,11 +537,12 @@ def plot(doc: dict[str, Any], path: Path) -> None:
     axis.invert_yaxis()
     axis.set_xlabel("billed input units per turn (read 0.1×, written 1.25× or 2×, the rest 1×)")
     axis.set_title(
-        f"The model's input bill per turn, {doc['workload']['turns']:,} turns of the real worker "
-        "per contender\n(label: cache-aligned as a share of sliding)",
+        f"The model's input bill per turn, {doc['workload']['turns']:,} turns per contender "
+        "(the worker's own payloads in both modes)\n"
+        "label: cache-aligned as a share of sliding",
         fontsize=10,
     )
-    axis.legend(fontsize=8, loc="lower right")
+    axis.legend(fontsize=8, loc="upper right")
     axis.grid(True, axis="x", alpha=0.4)
     fig.text(0.99, 0.01, f"{doc['machine']['cores']} cores, moto {doc['machine']['moto']}, "
              "dynalite; tokens estimated (chars / 4)", ha="right", va="bottom", fontsize=7,
