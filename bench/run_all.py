@@ -2,10 +2,10 @@
 
 One run, on this machine, every comparison reported as a ratio::
 
-    .venv/bin/python -m bench.run_all            # ~12 min; writes docs/BENCHMARKS.md,
+    .venv/bin/python -m bench.run_all            # ~45 min; writes docs/BENCHMARKS.md,
                                                  # docs/SCALING.md, docs/benchmarks/*.png
                                                  # and results.json
-    .venv/bin/python -m bench.run_all --quick    # ~1.5 min smoke run; writes .bench/quick/
+    .venv/bin/python -m bench.run_all --quick    # ~5 min smoke run; writes .bench/quick/
 
 1. the window vs LangChain's ``trim_messages`` (:mod:`bench.parts.compare_trim_messages`);
 2. cost per turn vs conversation length, 10 to 100,000 messages (:mod:`bench.parts.cost_per_turn`);
@@ -36,8 +36,8 @@ dynalite for DynamoDB (installed with npm on first use), pointed at by
 feed and drain always talk to the servers directly; only the contenders of the "with
 latency" rows go through the proxy.
 
-``--only throughput,latency,profile,cost`` runs just those server parts (for development)
-and writes their figures to ``.bench/partial/results.json`` instead of the report; with
+``--only throughput,latency,profile,cost,telemetry,bill`` runs just those server parts (for
+development) and writes their figures to ``.bench/partial/results.json`` instead of the report; with
 ``--before`` part 3 also runs the worker as of :data:`BEFORE_REF` (a full run always does).
 The calls per command before and after issue 14, in a few minutes::
 
@@ -721,7 +721,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     report.plots(document, out_dir)
     if "model_bill" in document:
-        model_bill.write(document["model_bill"], out_dir)
+        worker = document.get("throughput", {}).get("summary", {}).get("worker")
+        model_bill.write(
+            document["model_bill"], out_dir, worker["calls_per_command"] if worker else None
+        )
     out_doc.write_text(report.markdown(document, out_dir, out_doc), encoding="utf-8")
     say(f"wrote {out_doc.relative_to(REPO_ROOT)} and {out_dir.relative_to(REPO_ROOT)}/")
     from bench.reports import scaling

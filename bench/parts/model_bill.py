@@ -476,16 +476,19 @@ def _machine() -> dict[str, Any]:
     }
 
 
-def write(document: dict[str, Any], out_dir: Path) -> None:
-    """``model_bill.json``, ``.md`` and ``.png`` into ``out_dir``."""
+def write(document: dict[str, Any], out_dir: Path, part3: dict[str, float] | None = None) -> None:
+    """``model_bill.json``, ``.md`` and ``.png`` into ``out_dir``; ``part3`` is part 3's
+    worker's calls per command (this run's, or the last full run's ``results.json``)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / f"{STEM}.json").write_text(
         json.dumps(document, indent=1, ensure_ascii=False) + "\n", encoding="utf-8"
     )
     from bench.reports import model_bill as report
 
+    if part3 is None:
+        part3 = report.part3_calls(out_dir / "results.json")
     report.plot(document, out_dir / f"{STEM}.png")
-    (out_dir / f"{STEM}.md").write_text(report.page(document), encoding="utf-8")
+    (out_dir / f"{STEM}.md").write_text(report.page(document, part3), encoding="utf-8")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -523,7 +526,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.into is not None:
         report.insert_section(document, args.into, out_dir)
         say(f"put the section into {args.into}")
-    for line in report.verdicts(document):
+    for line in report.verdicts(document, report.part3_calls(out_dir / "results.json")):
         print(line)
     say(f"wrote {out_dir / STEM}.json, .md and .png")
     return 0

@@ -108,14 +108,14 @@ def targets(doc: dict[str, Any]) -> list[tuple[str, str, bool]]:
     if "model_bill" in doc:
         from bench.reports.model_bill import targets as bill_targets
 
-        out += bill_targets(doc["model_bill"], _full_batch_calls(doc))
+        out += bill_targets(doc["model_bill"], _part3_calls(doc))
     return out
 
 
-def _full_batch_calls(doc: dict[str, Any]) -> float | None:
-    """Part 3's worker (sliding mode, full batches): AWS calls per command in all."""
+def _part3_calls(doc: dict[str, Any]) -> dict[str, float] | None:
+    """Part 3's worker (sliding mode, full batches): AWS calls per command by label."""
     worker = doc.get("throughput", {}).get("summary", {}).get("worker")
-    return float(sum(worker["calls_per_command"].values())) if worker else None
+    return dict(worker["calls_per_command"]) if worker else None
 
 
 def telemetry_target(doc: dict[str, Any]) -> tuple[str, str, bool]:
@@ -662,7 +662,7 @@ def _model_bill(doc: dict[str, Any], rel: str) -> list[str]:
         return []
     from bench.reports.model_bill import section
 
-    return [*section(doc["model_bill"], rel, full_batch=_full_batch_calls(doc)), ""]
+    return [*section(doc["model_bill"], rel, part3=_part3_calls(doc)), ""]
 
 
 def _fold_gap(doc: dict[str, Any]) -> list[str]:
