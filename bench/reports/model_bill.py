@@ -336,7 +336,7 @@ def section(doc: dict[str, Any], rel: str, *, heading: str = "##",
         "",
         *sensitivity_table(doc),
         "",
-        *(f"- *{name}*: {pauses[name]}." for name in pauses if name != base["pauses"]),
+        *pause_notes(doc),
         "",
         "![billed input per turn by contender and case](" + rel + "/model_bill.png)",
         "",
@@ -403,6 +403,21 @@ def section(doc: dict[str, Any], rel: str, *, heading: str = "##",
         "turn with this model's read and written tokens would confirm the prefix matching, the "
         "minimum and the lookback; the pauses need the TTL itself.",
     ]
+
+
+def pause_notes(doc: dict[str, Any]) -> list[str]:
+    """What each pause model of the sensitivity means, under the name its case gives it."""
+    baseline = doc["baseline"]["pauses"]
+    labels: dict[str, str] = {}
+    for case in doc["cases"]:
+        name = case["case"]
+        if case["pauses"] != baseline and name.startswith("pauses: "):
+            labels.setdefault(case["pauses"], name.removeprefix("pauses: "))
+    notes = []
+    for model, label in labels.items():
+        text = doc["pause_models"][model]
+        notes.append(f"- Pauses *{label}*: {text.removeprefix(f'{label}: ')}.")
+    return notes
 
 
 def _fold_requests(doc: dict[str, Any]) -> float:
