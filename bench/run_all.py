@@ -2,10 +2,10 @@
 
 One run, on this machine, every comparison reported as a ratio::
 
-    .venv/bin/python -m bench.run_all            # ~12 min; writes docs/BENCHMARKS.md,
+    .venv/bin/python -m bench.run_all            # ~45 min; writes docs/BENCHMARKS.md,
                                                  # docs/SCALING.md, docs/benchmarks/*.png
                                                  # and results.json
-    .venv/bin/python -m bench.run_all --quick    # ~1.5 min smoke run; writes .bench/quick/
+    .venv/bin/python -m bench.run_all --quick    # ~5 min smoke run; writes .bench/quick/
 
 1. the window vs LangChain's ``trim_messages`` (:mod:`bench.parts.compare_trim_messages`);
 2. cost per turn vs conversation length, 10 to 100,000 messages (:mod:`bench.parts.cost_per_turn`);
@@ -22,7 +22,11 @@ One run, on this machine, every comparison reported as a ratio::
    one at a time, with a lagging compactor (:mod:`bench.parts.fold_gap`; the worker's own rules
    as a model, no servers);
 7. what operating it costs: the worker's CPU per command with metrics and tracing on and
-   off, end to end and the telemetry path alone (:mod:`bench.parts.telemetry_overhead`).
+   off, end to end and the telemetry path alone (:mod:`bench.parts.telemetry_overhead`);
+8. the model's bill: the workload's conversations played turn by turn through the worker
+   in both window modes, every prompt priced under the prompt cache, beside the stepped
+   peer, with a sensitivity to the cache's rules and counsel's pauses
+   (:mod:`bench.parts.model_bill`; about 12 min, 3 with ``--quick``).
 
 Then docs/SCALING.md, the capacity model, from the same figures (:mod:`bench.reports.scaling`).
 
@@ -32,8 +36,8 @@ dynalite for DynamoDB (installed with npm on first use), pointed at by
 feed and drain always talk to the servers directly; only the contenders of the "with
 latency" rows go through the proxy.
 
-``--only throughput,latency,profile,cost`` runs just those server parts (for development)
-and writes their figures to ``.bench/partial/results.json`` instead of the report; with
+``--only throughput,latency,profile,cost,telemetry,bill`` runs just those server parts (for
+development) and writes their figures to ``.bench/partial/results.json`` instead of the report; with
 ``--before`` part 3 also runs the worker as of :data:`BEFORE_REF` (a full run always does).
 The calls per command before and after issue 14, in a few minutes::
 
@@ -72,7 +76,14 @@ from bench.load.workload import (
     seed,
     state_item,
 )
-from bench.parts import cost_per_turn, latency, profiling, telemetry_overhead, throughput
+from bench.parts import (
+    cost_per_turn,
+    latency,
+    model_bill,
+    profiling,
+    telemetry_overhead,
+    throughput,
+)
 from bench.parts.compare_trim_messages import cpu_model
 from bench.servers.servers import (
     RoundTrips,
@@ -542,7 +553,7 @@ def summarise_runs(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-PARTS = ("cost", "throughput", "latency", "profile", "telemetry")
+PARTS = ("cost", "throughput", "latency", "profile", "telemetry", "bill")
 
 
 async def run_parts(
@@ -608,6 +619,10 @@ async def run_parts(
                 workdir=WORK_DIR,
                 quick=plan.quick,
                 say=say,
+            )
+        if "bill" in parts:
+            results["model_bill"] = await model_bill.measure(
+                clients, servers, quick=plan.quick, say=say, workdir=WORK_DIR
             )
     return results
 
@@ -705,6 +720,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         json.dumps(document, indent=1, ensure_ascii=False) + "\n", encoding="utf-8"
     )
     report.plots(document, out_dir)
+    if "model_bill" in document:
+        worker = document.get("throughput", {}).get("summary", {}).get("worker")
+        model_bill.write(
+            document["model_bill"], out_dir, worker["calls_per_command"] if worker else None
+        )
     out_doc.write_text(report.markdown(document, out_dir, out_doc), encoding="utf-8")
     say(f"wrote {out_doc.relative_to(REPO_ROOT)} and {out_dir.relative_to(REPO_ROOT)}/")
     from bench.reports import scaling

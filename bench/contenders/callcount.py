@@ -30,6 +30,9 @@ from typing import Any
 #: Purposes of the calls, as the report groups them.
 IDEMPOTENCY = "idempotency"
 COMPACTION = "compaction"
+#: The cache-aligned window's anchor written on its own (one riding a fold claim's write
+#: is that claim's call).
+ANCHOR = "anchor"
 STARTUP = "startup"
 LEASES = "leases"
 REJECTS = "dead-letter"
@@ -161,6 +164,9 @@ def purpose(service: str, operation: str, params: dict[str, Any]) -> str:
             return IDEMPOTENCY if keys and all(k.startswith("cmd#") for k in keys) else TURN
         sk = str(params.get("Key", {}).get("sk", {}).get("S", ""))
         if sk == "state":
+            update = str(params.get("UpdateExpression", ""))
+            if "window_anchor" in update and "compaction_requested" not in update:
+                return ANCHOR
             return COMPACTION
         if sk.startswith("cmd#"):
             return IDEMPOTENCY

@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +45,9 @@ class Drain:
     redelivered: int = 0  # the same SQS message handed to the drain twice
     _message_ids: set[str] = field(default_factory=set)
     keep_bodies: bool = False
+    #: Reads a body that is an S3 pointer (the Extended Client's format) from S3; without
+    #: it a pointer body is keyed under its message id.
+    resolve: Callable[[str], Awaitable[str]] | None = None
     _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
     _running: list[asyncio.Task[None]] = field(default_factory=list)
 
@@ -89,7 +92,14 @@ class Drain:
                         continue
                     self._message_ids.add(message["MessageId"])
                     body = message["Body"]
-                    command_id = json.loads(body).get("command_id", "?")
+                    if self.resolve is not None:
+                        body = await self.resolve(body)
+                    document = json.loads(body)
+                    command_id = (
+                        document.get("command_id", "?")
+                        if isinstance(document, dict)
+                        else f"pointer:{message['MessageId']}"
+                    )
                     if command_id in self.arrivals:
                         self.duplicates += 1
                         continue

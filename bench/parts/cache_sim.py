@@ -30,17 +30,17 @@ Run::
 from __future__ import annotations
 
 import argparse
-import bisect
 import random
 import sys
 import time
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
+from bench.load.replay import START, pause
 from bench.load.workload import TextSource, mixed_conversations
+from bench.parts.cache_bill import HEADER, Tally, stepped_window
 from worker.memory import (
     FoldState,
     HistoryMessage,
@@ -66,62 +66,7 @@ from worker.memory.converse import previous_history_end
 from worker.memory.prompt_cache import CacheRules, PromptCache, price_turn
 from worker.settings import Settings
 
-START = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 CONTENDERS = ("sliding", "sliding+point", "aligned", "aligned-derived", "stepped")
-
-
-def pause(rng: random.Random, model: str) -> float:
-    """Seconds between two turns of one conversation."""
-    roll = rng.random()
-    if model == "brisk":  # always within the 5-minute TTL
-        return rng.uniform(20, 240)
-    if model == "typical":  # reading an answer and typing; now and then away
-        if roll < 0.75:
-            return rng.uniform(20, 240)
-        return rng.uniform(240, 900) if roll < 0.9 else rng.uniform(1_200, 14_400)
-    if model == "slow":  # long reviews between questions
-        return rng.uniform(60, 600) if roll < 0.6 else rng.uniform(600, 7_200)
-    raise ValueError(f"unknown pause model {model!r}")
-
-
-@dataclass
-class Tally:
-    """What one contender billed and saw over all turns."""
-
-    turns: int = 0
-    billed: float = 0.0
-    read: int = 0
-    written: int = 0
-    uncached: int = 0
-    history_tokens: int = 0
-    fold_gap_turns: int = 0
-    anchor_writes: int = 0
-    outcomes: Counter[str] = field(default_factory=Counter)
-    fewer_messages: list[int] = field(default_factory=list)
-
-    @property
-    def reanchors(self) -> int:
-        return sum(v for k, v in self.outcomes.items() if k.startswith("reanchored"))
-
-    def line(self, name: str, base: Tally) -> str:
-        share = self.read / max(1, self.read + self.written + self.uncached)
-        fewer = sorted(self.fewer_messages) or [0]
-        p50, p90 = fewer[len(fewer) // 2], fewer[int(len(fewer) * 0.9)]
-        return (
-            f"| {name} | {self.billed / self.turns:,.0f} | {self.billed / base.billed:.1%} "
-            f"| {share:.1%} | {self.history_tokens / self.turns:,.0f} "
-            f"| {self.history_tokens / base.history_tokens:.1%} | {self.fold_gap_turns} "
-            f"| {p50} / {p90} / {max(fewer)} | {self.reanchors / self.turns:.3f} "
-            f"| {self.anchor_writes / self.turns:.3f} |"
-        )
-
-
-HEADER = (
-    "| contender | billed units / turn | % of sliding | input read from cache "
-    "| history tokens / turn | % of sliding | fold-gap turns "
-    "| messages fewer than sliding p50 / p90 / max | re-anchors / turn | anchor writes / turn |\n"
-    "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
-)
 
 
 @dataclass
@@ -132,40 +77,6 @@ class Conversation:
     cumulative: list[int]  # tokens (trimmed) of messages before seq s, at index s - 1
     caches: dict[str, PromptCache] = field(default_factory=dict)
     anchor: WindowAnchor | None = None
-
-
-def stepped_window(
-    history: Sequence[HistoryMessage], cumulative: Sequence[int], limits: WindowLimits, step: int
-) -> Window:
-    """The peer: the sliding start rounded up to the next grid line of ``step`` tokens,
-    then to the next question; never past the floor's start."""
-    sliding = bound_history(reversed(history), limits)
-    if sliding.floor_overrode_budget or not sliding.messages:
-        return sliding
-    start = sliding.messages[0].seq
-    line = -(-cumulative[start - 1] // step) * step
-    seq = bisect.bisect_left(cumulative, line, lo=start - 1) + 1
-    while seq <= len(history) and history[seq - 1].role != "user":
-        seq += 1
-    floor_edge = _floor_edge(history, limits)
-    seq = min(seq, floor_edge)
-    if seq == start:
-        return sliding
-    kept = sliding.messages[seq - start :]
-    return Window(
-        messages=kept,
-        dropped=seq - 1,
-        trimmed=sum(1 for m, o in zip(kept, history[seq - 1 :], strict=True) if m is not o),
-        estimated_tokens=sum(estimate_tokens(m.content) for m in kept),
-        floor_overrode_budget=False,
-    )
-
-
-def _floor_edge(history: Sequence[HistoryMessage], limits: WindowLimits) -> int:
-    index = max(0, len(history) - limits.floor_messages)
-    while index > 0 and history[index].role != "user":
-        index -= 1
-    return history[index].seq if history else 1
 
 
 def simulate(

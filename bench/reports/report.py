@@ -105,7 +105,17 @@ def targets(doc: dict[str, Any]) -> list[tuple[str, str, bool]]:
     out += report_latency.targets(doc)
     if "telemetry" in doc:
         out.append(telemetry_target(doc))
+    if "model_bill" in doc:
+        from bench.reports.model_bill import targets as bill_targets
+
+        out += bill_targets(doc["model_bill"], _part3_calls(doc))
     return out
+
+
+def _part3_calls(doc: dict[str, Any]) -> dict[str, float] | None:
+    """Part 3's worker (sliding mode, full batches): AWS calls per command by label."""
+    worker = doc.get("throughput", {}).get("summary", {}).get("worker")
+    return dict(worker["calls_per_command"]) if worker else None
 
 
 def telemetry_target(doc: dict[str, Any]) -> tuple[str, str, bool]:
@@ -277,7 +287,7 @@ def markdown(doc: dict[str, Any], out_dir: Path, out_doc: Path) -> str:
         lines.append(f"| {target} | {figure} | {'met' if met else '**missed**'} |")
     parts = [_part1(doc, rel), _part1b(doc), _part2(doc, rel), _part3(doc, rel),
              report_latency.injected_section(doc, rel), _part4(doc, rel), _profile(doc),
-             _fold_gap(doc), _telemetry(doc), _notes(doc)]  # fmt: skip
+             _fold_gap(doc), _telemetry(doc), _model_bill(doc, rel), _notes(doc)]  # fmt: skip
     for part in parts:
         lines += ["", *part]
     return "\n".join(lines) + "\n"
@@ -644,6 +654,15 @@ def _telemetry(doc: dict[str, Any]) -> list[str]:
     from bench.parts.telemetry_overhead import markdown as telemetry_markdown
 
     return telemetry_markdown(doc["telemetry"], _full_load_cpu_ms(doc))
+
+
+def _model_bill(doc: dict[str, Any], rel: str) -> list[str]:
+    """Part 8 (issue 19): the model's input bill under the prompt cache, both modes."""
+    if "model_bill" not in doc:
+        return []
+    from bench.reports.model_bill import section
+
+    return [*section(doc["model_bill"], rel, part3=_part3_calls(doc)), ""]
 
 
 def _fold_gap(doc: dict[str, Any]) -> list[str]:
