@@ -217,6 +217,15 @@ class Stack:
             self.prompts_checked += 1
         return payload
 
+    async def state_item(self, conversation_id: str) -> dict[str, Any]:
+        """The conversation's ``state`` item as stored (a consistent read), or {}."""
+        response = await self.clients.dynamodb.get_item(
+            TableName=self.env["HISTORY_TABLE"],
+            Key={"pk": {"S": conversation_id}, "sk": {"S": STATE_KEY}},
+            ConsistentRead=True,
+        )
+        return dict(response.get("Item", {}))
+
     async def depth(self, env_name: str) -> int:
         """Messages on a queue (an env name or a URL), visible or in flight."""
         response = await self.clients.sqs.get_queue_attributes(

@@ -113,15 +113,6 @@ async def until_every_command_is_deleted(stack: Stack) -> None:
             await asyncio.sleep(0.05)  # polling the queue's state: there is no event to await
 
 
-async def state_item(stack: Stack, conversation_id: str) -> dict[str, Any]:
-    response = await stack.clients.dynamodb.get_item(
-        TableName=stack.env["HISTORY_TABLE"],
-        Key={"pk": {"S": conversation_id}, "sk": {"S": STATE_KEY}},
-        ConsistentRead=True,
-    )
-    return dict(response.get("Item", {}))
-
-
 async def fold(stack: Stack, c: Conversation, turn: int) -> None:
     """The compactor: requests due this turn are folded, the mark only moving forward."""
     through = max(c.landings.pop(turn, [0]))
@@ -296,7 +287,7 @@ async def test_a_conversation_through_the_real_worker_keeps_its_prompt_prefix(
                     check_prefix(c, payload, event, turn)
                     # The anchor stored is the one the log line names (a fallback keeps the
                     # stored one: it writes nothing).
-                    stored = window_anchor(await state_item(stack, c.conversation_id))
+                    stored = window_anchor(await stack.state_item(c.conversation_id))
                     if event["outcome"] == "fallback":
                         expected = event["stored_seq"], event["stored_folded_through"]
                     else:

@@ -18,15 +18,6 @@ from worker.adapters.dynamodb import STATE_KEY
 pytestmark = pytest.mark.integration
 
 
-async def state_item(stack: Stack, conversation_id: str) -> dict[str, object]:
-    response = await stack.clients.dynamodb.get_item(
-        TableName=stack.env["HISTORY_TABLE"],
-        Key={"pk": {"S": conversation_id}, "sk": {"S": STATE_KEY}},
-        ConsistentRead=True,
-    )
-    return dict(response.get("Item", {}))
-
-
 async def test_a_fold_request_is_sent_once_when_due(stack: Stack) -> None:
     # 20 unfolded exchanges of 10 tokens: 40 messages >= half of 25.
     await stack.seed("matter-f1", exchanges(20), folded_through=0)
@@ -42,7 +33,7 @@ async def test_a_fold_request_is_sent_once_when_due(stack: Stack) -> None:
         "unfolded_tokens": 26 * 10,  # as far as the page shows: state item + messages 15..40
         "command_id": "c-f1",
     }
-    state = await state_item(stack, "matter-f1")
+    state = await stack.state_item("matter-f1")
     assert state["compaction_requested_through"] == {"N": "40"}
     assert "compaction_requested_at" in state
 
@@ -85,7 +76,7 @@ async def test_no_fold_request_when_none_is_due(stack: Stack) -> None:
         await stack.drain("MODEL_QUEUE_URL", expect=1)
         await stack.until_empty("CONVERSE_QUEUE_URL")  # every turn's fold decision is made
         assert await stack.drain("COMPACTION_QUEUE_URL") == []
-    assert await state_item(stack, "matter-f4") == {}
+    assert await stack.state_item("matter-f4") == {}
 
 
 async def test_two_commands_for_one_conversation_at_once_yield_one_fold_request(
@@ -129,7 +120,7 @@ async def test_a_further_request_leaves_while_one_is_pending(stack: Stack) -> No
         [second] = await stack.drain("COMPACTION_QUEUE_URL", expect=1)
     assert (body_of(first)["folded_through"], body_of(first)["through"]) == (0, 40)
     assert (body_of(second)["folded_through"], body_of(second)["through"]) == (0, 52)
-    state = await state_item(stack, "matter-f7")
+    state = await stack.state_item("matter-f7")
     assert state["compaction_requested_through"] == {"N": "52"}
     assert state["compaction_request_version"] == {"N": "2"}
 

@@ -23,15 +23,6 @@ def store_of(stack: Stack) -> DynamoHistoryStore:
     return DynamoHistoryStore(stack.clients.dynamodb, stack.env["HISTORY_TABLE"])
 
 
-async def state_item(stack: Stack, conversation_id: str) -> dict[str, Any]:
-    response = await stack.clients.dynamodb.get_item(
-        TableName=stack.env["HISTORY_TABLE"],
-        Key={"pk": {"S": conversation_id}, "sk": {"S": STATE_KEY}},
-        ConsistentRead=True,
-    )
-    return dict(response.get("Item", {}))
-
-
 async def test_a_stored_anchor_comes_back_in_the_one_query_and_leaves_the_fold_alone(
     stack: Stack,
 ) -> None:
@@ -42,7 +33,7 @@ async def test_a_stored_anchor_comes_back_in_the_one_query_and_leaves_the_fold_a
     assert page.anchor == WindowAnchor(3, 4)
     assert (page.state.folded_through, page.state.summary) == (4, "folded")
     assert page.queries == 1 and len(page.messages) == 6
-    assert await state_item(stack, "matter-a1") == {
+    assert await stack.state_item("matter-a1") == {
         "pk": {"S": "matter-a1"},
         "sk": {"S": STATE_KEY},
         "folded_through": {"N": "4"},
@@ -64,7 +55,7 @@ async def test_a_claim_carrying_the_anchor_writes_both_in_one_update(stack: Stac
     store = store_of(stack)
     anchor = WindowAnchor(seq=1, folded_through=0)
     assert await store.claim_compaction("matter-a3", PLAN, seen=FoldState(), now=NOW, anchor=anchor)
-    state = await state_item(stack, "matter-a3")
+    state = await stack.state_item("matter-a3")
     assert state["window_anchor"] == {"N": "1"}
     assert state["compaction_requested_through"] == {"N": "12"}
     # A lost claim writes nothing at all, the anchor included.

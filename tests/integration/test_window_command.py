@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 from tests.integration.conftest import Stack, running_worker
-from worker.adapters.dynamodb import STATE_KEY
 
 pytestmark = pytest.mark.integration
 
@@ -35,15 +34,6 @@ async def window_command(stack: Stack, *args: str, **env: str) -> str:
         stdout, stderr = await process.communicate()
     assert process.returncode == 0, stderr.decode()
     return stdout.decode()
-
-
-async def state_item(stack: Stack, conversation_id: str) -> dict[str, Any]:
-    response = await stack.clients.dynamodb.get_item(
-        TableName=stack.env["HISTORY_TABLE"],
-        Key={"pk": {"S": conversation_id}, "sk": {"S": STATE_KEY}},
-        ConsistentRead=True,
-    )
-    return dict(response.get("Item", {}))
 
 
 async def everything(stack: Stack) -> tuple[list[dict[str, Any]], list[str]]:
@@ -79,7 +69,7 @@ async def test_the_report_of_a_served_conversation_reads_only_and_shows_no_conte
     async with running_worker(stack.settings(history_window_mode="cache-aligned")):
         await stack.drain("MODEL_QUEUE_URL", expect=1)
         async with asyncio.timeout(60):  # the anchor is written after the prompt: wait for it
-            while "window_anchor" not in await state_item(stack, "matter-w1"):
+            while "window_anchor" not in await stack.state_item("matter-w1"):
                 await asyncio.sleep(0.05)
     await stack.seed(
         "matter-w1", [("user", f"{SECRET} q"), ("assistant", f"{SECRET} a")], first_seq=31

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.unit.strategies import window_limits
+from tests.unit.strategies import histories, message_contents, window_limits
 from worker.memory import (
     HistoryMessage,
     Window,
@@ -294,20 +294,7 @@ def test_no_anchor_is_derived_when_the_unfolded_tail_alone_exceeds_the_cap() -> 
 
 limits_strategy = window_limits(max_tokens=3000, message_max_tokens=600)
 
-contents = st.one_of(
-    st.text(max_size=60),
-    st.integers(0, 3000).map(lambda n: ("lorem ipsum dolor " * (n // 18 + 1))[:n]),
-    st.text(alphabet="ab \n", min_size=3000, max_size=9000),
-)
-
-
-@st.composite
-def histories(draw: st.DrawFn) -> list[HistoryMessage]:
-    roles = draw(st.lists(st.sampled_from(["user", "assistant"]), max_size=70))
-    return [
-        HistoryMessage(seq=i, role=role, content=draw(contents))  # type: ignore[arg-type]
-        for i, role in enumerate(roles, start=1)
-    ]
+contents = message_contents(max_filler=3000)
 
 
 @st.composite
@@ -344,7 +331,7 @@ def fits(messages: list[HistoryMessage], tokens: int, count: int, limits: Window
 
 
 @settings(max_examples=400, deadline=None)
-@given(data=st.data(), messages=histories(), limits=limits_strategy, headroom=headrooms)
+@given(data=st.data(), messages=histories(contents), limits=limits_strategy, headroom=headrooms)
 def test_cache_aligned_window_properties(
     data: st.DataObject,
     messages: list[HistoryMessage],
@@ -420,7 +407,7 @@ def test_cache_aligned_window_properties(
 
 
 @settings(max_examples=200, deadline=None)
-@given(messages=histories(), limits=limits_strategy, headroom=headrooms, data=st.data())
+@given(messages=histories(contents), limits=limits_strategy, headroom=headrooms, data=st.data())
 def test_a_kept_anchor_is_kept_while_the_fold_stands_and_the_window_fits(
     messages: list[HistoryMessage],
     limits: WindowLimits,

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.unit.strategies import window_limits
+from tests.unit.strategies import histories, message_contents, window_limits
 from worker.memory import (
     HistoryMessage,
     Window,
@@ -185,20 +185,7 @@ def test_reading_stops_once_the_window_is_closed() -> None:
 
 limits_strategy = window_limits(max_tokens=3000, message_max_tokens=600)
 
-contents = st.one_of(
-    st.text(max_size=60),
-    st.integers(0, 12_000).map(lambda n: ("lorem ipsum dolor " * (n // 18 + 1))[:n]),
-    st.text(alphabet="ab \n", min_size=3000, max_size=9000),
-)
-
-
-@st.composite
-def histories(draw: st.DrawFn) -> list[HistoryMessage]:
-    roles = draw(st.lists(st.sampled_from(["user", "assistant"]), max_size=70))
-    return [
-        HistoryMessage(seq=i, role=role, content=draw(contents))  # type: ignore[arg-type]
-        for i, role in enumerate(roles, start=1)
-    ]
+contents = message_contents(max_filler=12_000)
 
 
 def first_user_at_or_before(messages: list[HistoryMessage], index: int) -> int | None:
@@ -214,7 +201,7 @@ def older_exchange(messages: list[HistoryMessage], start: int) -> list[HistoryMe
 
 
 @settings(max_examples=400, deadline=None)
-@given(messages=histories(), limits=limits_strategy)
+@given(messages=histories(contents), limits=limits_strategy)
 def test_window_properties(messages: list[HistoryMessage], limits: WindowLimits) -> None:
     window = window_of(messages, limits)
     kept = len(window.messages)
