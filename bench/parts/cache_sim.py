@@ -60,9 +60,9 @@ from worker.memory.cache_aligned import (
     AnchorHeadroom,
     WindowAnchor,
     cache_aligned_window,
-    derived_aligned_window,
 )
 from worker.memory.converse import previous_history_end
+from worker.memory.derived_anchor import derived_aligned_window
 from worker.memory.prompt_cache import CacheRules, PromptCache, price_turn
 from worker.settings import Settings
 

@@ -25,9 +25,8 @@ from worker.memory.cache_aligned import (
     AnchorHeadroom,
     WindowAnchor,
     cache_aligned_window,
-    derive_anchor,
-    derived_aligned_window,
 )
+from worker.memory.derived_anchor import derive_anchor, derived_aligned_window
 
 LIMITS = WindowLimits(max_tokens=4000, max_messages=25, floor_messages=10, message_max_tokens=1000)
 HEADROOM = AnchorHeadroom(tokens=1000, messages=6)
