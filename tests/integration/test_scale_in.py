@@ -184,6 +184,5 @@ async def test_ten_scale_in_cycles_while_commands_flow_leave_no_command_waiting(
     # Every worker has exited: whatever any of them sent (a late duplicate too) is there now.
     record(await stack.drain("MODEL_QUEUE_URL"))
     waits = {command_id: served[command_id] - sent[command_id] for command_id in sent}
-    assert len(sent) >= 10 * COMMANDS_PER_CYCLE
-    assert set(copies.values()) == {1}
+    assert copies == Counter(sent.keys())  # every command sent, served exactly once
     assert max(waits.values()) < CONVERSE_VISIBILITY_TIMEOUT / 3, sorted(waits.values())[-5:]
