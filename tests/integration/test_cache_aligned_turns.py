@@ -101,18 +101,6 @@ async def receive(stack: Stack, env_name: str, count: int | None) -> list[dict[s
     return payloads
 
 
-async def until_every_command_is_deleted(stack: Stack) -> None:
-    names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
-    async with asyncio.timeout(120):
-        while True:
-            attributes = await stack.clients.sqs.get_queue_attributes(
-                QueueUrl=stack.env["CONVERSE_QUEUE_URL"], AttributeNames=names
-            )
-            if all(attributes["Attributes"][name] == "0" for name in names):
-                return
-            await asyncio.sleep(0.05)  # polling the queue's state: there is no event to await
-
-
 async def fold(stack: Stack, c: Conversation, turn: int) -> None:
     """The compactor: requests due this turn are folded, the mark only moving forward."""
     through = max(c.landings.pop(turn, [0]))
@@ -266,7 +254,7 @@ async def test_a_conversation_through_the_real_worker_keeps_its_prompt_prefix(
                         message=questions[c.conversation_id],
                     )
                 prompts = await receive(stack, "MODEL_QUEUE_URL", len(conversations))
-                await until_every_command_is_deleted(stack)
+                await stack.until_empty("CONVERSE_QUEUE_URL", within=120)
                 for request in await receive(stack, "COMPACTION_QUEUE_URL", None):
                     c = by_id[request["conversation_id"]]
                     c.landings.setdefault(turn + c.rng.randint(1, 3), []).append(request["through"])

@@ -120,19 +120,6 @@ async def receive_all(stack: Stack, env_name: str, count: int | None) -> list[di
     return bodies
 
 
-async def until_the_worker_is_done_with_the_turn(stack: Stack) -> None:
-    """Every command deleted: each turn's fold request, sent before the delete, is out."""
-    names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
-    async with asyncio.timeout(60):
-        while True:
-            attributes = await stack.clients.sqs.get_queue_attributes(
-                QueueUrl=stack.env["CONVERSE_QUEUE_URL"], AttributeNames=names
-            )
-            if all(attributes["Attributes"][name] == "0" for name in names):
-                return
-            await asyncio.sleep(0.05)
-
-
 async def serve_folds(stack: Stack, conversations: list[Conversation], turn: int) -> None:
     """The compactor: requests due by this turn are folded, the mark only moving forward."""
     for c in conversations:
@@ -219,7 +206,7 @@ async def test_the_fold_gap_while_the_compactor_lags(stack: Stack) -> None:
                     ],
                 )
             prompts = await receive_all(stack, "MODEL_QUEUE_URL", len(conversations))
-            await until_the_worker_is_done_with_the_turn(stack)
+            await stack.until_empty("CONVERSE_QUEUE_URL", within=60)
             requests = await receive_all(stack, "COMPACTION_QUEUE_URL", None)
             for prompt in prompts:
                 c = by_id[prompt["conversation_id"]]
