@@ -10,7 +10,7 @@ from tests.conftest import captured_logs
 from tests.integration.conftest import Stack, body_of, exchanges, running_worker
 from worker.adapters.dynamodb import DynamoHistoryStore
 from worker.memory import bound_history
-from worker.turn.history import read_window
+from worker.turn.history import read_turn_window
 
 pytestmark = pytest.mark.integration
 
@@ -67,7 +67,7 @@ async def test_a_run_of_answers_longer_than_the_page_reads_one_page_more(stack: 
     queries = {}
     for conversation_id in ("matter-run", "matter-pairs"):
         counting = CountingDynamoDB(stack.clients.dynamodb)
-        await read_window(
+        await read_turn_window(
             DynamoHistoryStore(counting, settings.history_table), conversation_id, settings
         )
         queries[conversation_id] = counting.queries

@@ -21,15 +21,15 @@ No message content or summary is printed unless ``--show-content`` is given.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from dataclasses import replace
 
-from worker.memory import HistoryMessage, Window, bound_history, estimate_tokens, fold_gap
-from worker.memory.cache_aligned import AlignedWindow, cache_aligned_window
-from worker.memory.converse import ConverseView, is_blank, previous_history_end, render_converse
+from worker.memory import Window, estimate_tokens, fold_gap
+from worker.memory.cache_aligned import AlignedWindow
+from worker.memory.converse import ConverseView, is_blank
 from worker.memory.prompt_cache import CacheRules, PromptCache, TurnCost, price_turn
-from worker.ports import HistoryPage, HistoryStore
+from worker.ports import HistoryStore
 from worker.settings import Settings
-from worker.turn.history import TurnWindow, read_turn_window
+from worker.turn.history import TurnWindow, choose_window, read_turn_window
 
 #: Stands for the next question, which is not known yet.
 NEXT_QUESTION = "(the next question)"
@@ -195,26 +195,5 @@ async def _previous_view(
             conversation_id, settings.history_page_size, older_than=page.older
         )
         page = page.extended_by(older)
-    before: Sequence[HistoryMessage] = [m for m in page.messages if m.seq < question.seq]
-    window = _previous_window(before, page, settings, aligned=read.aligned is not None)
-    return render_converse(
-        window,
-        question.content,
-        page.state.summary,
-        cache_history=read.aligned is not None,
-        previous_history_end=previous_history_end(window) if read.aligned is not None else None,
-    )
-
-
-def _previous_window(
-    newest_first: Sequence[HistoryMessage], page: HistoryPage, settings: Settings, *, aligned: bool
-) -> Window:
-    if not aligned:
-        return bound_history(newest_first, settings.window_limits)
-    return cache_aligned_window(
-        newest_first,
-        settings.window_limits,
-        folded_through=page.state.folded_through,
-        anchor=page.anchor,
-        headroom=settings.anchor_headroom,
-    ).window
+    before = tuple(m for m in page.messages if m.seq < question.seq)
+    return choose_window(replace(page, messages=before), settings).view(question.content)

@@ -63,53 +63,34 @@ class TurnWindow:
         )
 
 
-async def read_turn_window(
-    store: HistoryStore, conversation_id: str, settings: Settings
-) -> TurnWindow:
-    """The window of the configured mode over the page (or pages) it needs."""
+def choose_window(page: HistoryPage, settings: Settings) -> TurnWindow:
+    """The window of the configured mode over what ``page`` holds (the cache-aligned one
+    with the anchor from the page's ``state`` item)."""
     if not settings.cache_aligned:
-        page, window = await read_window(store, conversation_id, settings)
-        return TurnWindow(page, window)
-    page, aligned = await read_aligned_window(store, conversation_id, settings)
+        return TurnWindow(page, bound_history(page.messages, settings.window_limits))
+    aligned = cache_aligned_window(
+        page.messages,
+        settings.window_limits,
+        folded_through=page.state.folded_through,
+        anchor=page.anchor,
+        headroom=settings.anchor_headroom,
+    )
     return TurnWindow(page, aligned.window, aligned)
 
 
-async def read_aligned_window(
+async def read_turn_window(
     store: HistoryStore, conversation_id: str, settings: Settings
-) -> tuple[HistoryPage, AlignedWindow]:
-    """:func:`read_window` for the cache-aligned window: the anchor from the page's state
-    item; older pages only when a fallback's floor needs them, as the sliding window's."""
+) -> TurnWindow:
+    """The newest page, extended by older pages while the window's floor needs them (a
+    fallback's, in the cache-aligned mode), and the window of the configured mode over
+    what was read."""
     size = settings.history_page_size
-
-    def aligned(page: HistoryPage) -> AlignedWindow:
-        return cache_aligned_window(
-            page.messages,
-            settings.window_limits,
-            folded_through=page.state.folded_through,
-            anchor=page.anchor,
-            headroom=settings.anchor_headroom,
-        )
-
     page = await store.load_page(conversation_id, size)
-    result = aligned(page)
-    while page.older is not None and result.window.floor_needs_older:
+    read = choose_window(page, settings)
+    while page.older is not None and read.window.floor_needs_older:
         page = page.extended_by(await store.load_page(conversation_id, size, older_than=page.older))
-        result = aligned(page)
-    return page, result
-
-
-async def read_window(
-    store: HistoryStore, conversation_id: str, settings: Settings
-) -> tuple[HistoryPage, Window]:
-    """The newest page, extended by older pages while the window's floor needs them, and
-    the window over what was read."""
-    size, limits = settings.history_page_size, settings.window_limits
-    page = await store.load_page(conversation_id, size)
-    window = bound_history(page.messages, limits)
-    while page.older is not None and window.floor_needs_older:
-        page = page.extended_by(await store.load_page(conversation_id, size, older_than=page.older))
-        window = bound_history(page.messages, limits)
-    return page, window
+        read = choose_window(page, settings)
+    return read
 
 
 def fold_request_sender(
