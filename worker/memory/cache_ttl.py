@@ -1,0 +1,223 @@
+"""Cache lifetimes chosen per turn: the ``ttl`` of each cache point of the cache-aligned view.
+
+``../shared/CONTRACT.md``, "Cache lifetimes". ``HISTORY_CACHE_TTL=5m`` or ``1h`` sets every
+point so; ``adaptive`` chooses, per turn and per point, ``5m``, ``1h`` or no point from
+the conversation's pace and the turn's shape:
+
+- The pace (:func:`read_pace`): the gaps between the page's questions' ``created_at``,
+  and between the newest of them and the command's ``sent_at``, the last
+  :data:`PACE_GAPS` of them. ``P(gap < 5 min)`` and ``P(gap < 1 h)`` are the shares of
+  gaps that a 5-minute or 1-hour entry would outlive (with :data:`HIT_MARGIN_SECONDS` to
+  spare), each with a weak prior (:data:`PRIOR_WEIGHT` gaps' worth). No gap at all: every
+  point ``5m``, as before this policy (nothing is known of the pace).
+- The shape (:class:`TurnShape`): the estimated tokens before each point, the chance
+  the next turn's prompt starts with that prefix (lower when the window is near its
+  budget: the next turn then re-anchors), and the prefix this turn shares with the
+  previous one (what it may read).
+- The choice: each point's segment (the tokens since the point before it that can cache)
+  is written at 1.25x with ``5m``, 2x with ``1h``, or sent uncached (1x) without a point,
+  and saves ``1.15x`` of itself on the next turn if that turn reuses it before its entry
+  dies. The TTLs along the prompt are chosen together, never increasing
+  (1h > 5m > no point), to minimise the expected cost. A point is dropped only when
+  nothing before it is read this turn (the point is what finds the read), and a point
+  whose prefix cannot reach ``min_tokens`` caches nothing: its segment joins the next
+  point's, and it takes that point's TTL (legal, and free).
+
+What this turn reads depends on the previous turn's TTL, which is not stored: it is
+taken as the one this policy gives a steady turn of the same shape under the pace
+without the newest gap, and the shared prefix counts as read when the newest gap is
+within that life. Pure: times in, choices out; the stage's clock is never read here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from itertools import product
+from typing import Literal
+
+from worker.memory.prompt_cache import CacheTtl
+
+HistoryCacheTtl = Literal["adaptive", "5m", "1h"]
+#: A point's choice: a TTL, or no point at all.
+PointTtl = CacheTtl | None
+
+#: The gaps the pace is read from: about one page's questions.
+PACE_GAPS = 12
+#: A gap counts as outlived by an entry when it ends this long before the entry's TTL:
+#: the entry's clock starts at the request, a little after the question was asked.
+HIT_MARGIN_SECONDS = 30.0
+#: The prior, worth this many gaps: the study's pace population's shares, rounded.
+PRIOR_WEIGHT = 1.0
+PRIOR_FIVE_MINUTES = 0.5
+PRIOR_ONE_HOUR = 0.9
+
+_LIFE: dict[CacheTtl, float] = {"5m": 300.0, "1h": 3600.0}
+_WRITE: dict[PointTtl, float] = {"1h": 2.0, "5m": 1.25, None: 1.0}
+#: What a hit saves per token against writing the prefix again at 5 minutes' price.
+_HIT_SAVES = 1.25 - 0.1
+_ORDER: tuple[PointTtl, ...] = ("1h", "5m", None)
+
+
+@dataclass(frozen=True, slots=True)
+class Pace:
+    """The conversation's pace as read from its timestamps: the gaps (seconds, oldest first)
+    and the estimated chances that the next gap is within a 5-minute or 1-hour life."""
+
+    gaps: tuple[float, ...]
+    p5: float
+    p60: float
+
+    def within(self, ttl: PointTtl) -> float:
+        return 0.0 if ttl is None else (self.p5 if ttl == "5m" else self.p60)
+
+
+def read_pace(question_times: Sequence[datetime | None], sent_at: datetime | None) -> Pace:
+    """The pace from the questions' times (oldest first, None: not stamped) and the current
+    command's ``sent_at``. A gap needs both its ends; a negative one (clocks that disagree)
+    is left out."""
+    times = [*question_times, sent_at]
+    gaps = tuple(
+        (later - earlier).total_seconds()
+        for earlier, later in zip(times, times[1:], strict=False)
+        if earlier is not None and later is not None and later >= earlier
+    )[-PACE_GAPS:]
+    return Pace(
+        gaps=gaps,
+        p5=_share(gaps, _LIFE["5m"], PRIOR_FIVE_MINUTES),
+        p60=_share(gaps, _LIFE["1h"], PRIOR_ONE_HOUR),
+    )
+
+
+def _share(gaps: Sequence[float], life: float, prior: float) -> float:
+    within = sum(gap <= life - HIT_MARGIN_SECONDS for gap in gaps)
+    return (within + PRIOR_WEIGHT * prior) / (len(gaps) + PRIOR_WEIGHT)
+
+
+@dataclass(frozen=True, slots=True)
+class PointShape:
+    """One cache point of the view: the estimated tokens before it, and the chance that
+    the next turn's prompt starts with that same prefix."""
+
+    prefix: int
+    reused: float
+
+
+@dataclass(frozen=True, slots=True)
+class TurnShape:
+    """The view's cache points in order along the prompt, and the tokens of prefix this
+    turn's prompt shares with the previous turn's (0: none, e.g. a new summary)."""
+
+    points: tuple[PointShape, ...]
+    shared: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class TtlChoice:
+    """A TTL (or None: no point) per cache point, in order, and why.
+
+    ``why`` is ``fixed`` (the setting names the TTL), ``no_pace`` (no gap to read),
+    ``below_minimum`` (no point can reach the model's minimum) or ``expected_cost``.
+    ``read`` is the prefix this turn is expected to read (tokens).
+    """
+
+    ttls: tuple[PointTtl, ...]
+    why: str
+    pace: Pace | None = None
+    read: int = 0
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """How many points got each choice (``none``: dropped)."""
+        out: dict[str, int] = {}
+        for ttl in self.ttls:
+            key = ttl or "none"
+            out[key] = out.get(key, 0) + 1
+        return out
+
+
+def choose_ttls(
+    shape: TurnShape, pace: Pace | None, *, setting: HistoryCacheTtl, min_tokens: int
+) -> TtlChoice:
+    """The TTL of each point of ``shape`` under ``setting`` (see the module's docstring)."""
+    count = len(shape.points)
+    if setting != "adaptive":
+        return TtlChoice((setting,) * count, "fixed", pace)
+    if pace is None or not pace.gaps:
+        return TtlChoice(("5m",) * count, "no_pace", pace)
+    cacheable = [i for i, point in enumerate(shape.points) if point.prefix >= min_tokens]
+    if not cacheable:
+        return TtlChoice(("5m",) * count, "below_minimum", pace)
+    read = shape.shared if _previous_entry_lives(shape, pace, cacheable) else 0
+    best = _optimise(shape, pace, cacheable, read)
+    return TtlChoice(_spread(best, cacheable, count), "expected_cost", pace, read)
+
+
+def _previous_entry_lives(shape: TurnShape, pace: Pace, cacheable: Sequence[int]) -> bool:
+    """Whether the prefix shared with the previous turn is still cached: the newest gap is
+    within the life this policy would have given it then (a steady turn of this shape,
+    under the pace before the newest gap)."""
+    if shape.shared <= 0:
+        return False
+    newest = pace.gaps[-1]
+    if newest <= _LIFE["5m"] - HIT_MARGIN_SECONDS:
+        return True
+    if newest > _LIFE["1h"] - HIT_MARGIN_SECONDS:
+        return False
+    earlier = pace.gaps[:-1]
+    before = Pace(
+        earlier,
+        _share(earlier, _LIFE["5m"], PRIOR_FIVE_MINUTES),
+        _share(earlier, _LIFE["1h"], PRIOR_ONE_HOUR),
+    )
+    steady = _optimise(shape, before, cacheable, shape.shared)
+    return bool(steady) and steady[-1] == "1h"
+
+
+def _optimise(
+    shape: TurnShape, pace: Pace, cacheable: Sequence[int], read: int
+) -> tuple[PointTtl, ...]:
+    """The non-increasing TTLs of the cacheable points with the least expected cost."""
+    segments = []
+    start = 0
+    for index in cacheable:
+        point = shape.points[index]
+        written = max(0, point.prefix - max(read, start))
+        segments.append((point.prefix - start, written, point.reused))
+        start = point.prefix
+    best: tuple[PointTtl, ...] = ()
+    best_cost = float("inf")
+    for ttls in product(_ORDER, repeat=len(segments)):
+        ranks = [_ORDER.index(ttl) for ttl in ttls]
+        if ranks != sorted(ranks):
+            continue  # a longer TTL after a shorter one: refused by Bedrock
+        cost = 0.0
+        for ttl, (tokens, written, reused) in zip(ttls, segments, strict=True):
+            if ttl is None and written < tokens:
+                cost = float("inf")  # the point finds this turn's read: it stays
+                break
+            cost += _WRITE[ttl] * written - reused * pace.within(ttl) * _HIT_SAVES * tokens
+        if cost < best_cost:
+            best, best_cost = ttls, cost
+    return best
+
+
+def _spread(
+    chosen: Sequence[PointTtl], cacheable: Sequence[int], count: int
+) -> tuple[PointTtl, ...]:
+    """Every point's TTL: a cacheable point's as chosen; one below the minimum takes the
+    next cacheable point's (it caches nothing, and the order stays legal)."""
+    out: list[PointTtl] = []
+    position = 0
+    for index in range(count):
+        while position < len(cacheable) and cacheable[position] < index:
+            position += 1
+        out.append(chosen[position] if position < len(chosen) else chosen[-1])
+    return tuple(out)
+
+
+def ttl_order_is_legal(ttls: Sequence[PointTtl]) -> bool:
+    """Whether no point carries a longer TTL than one before it (dropped points aside)."""
+    lives = [_LIFE[ttl] for ttl in ttls if ttl is not None]
+    return all(later <= earlier for earlier, later in zip(lives, lives[1:], strict=False))
