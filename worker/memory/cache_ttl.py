@@ -34,10 +34,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from itertools import product
+from itertools import pairwise, product
 from typing import Literal
 
+from worker.memory.converse import ConverseView, cache_point_prefixes
 from worker.memory.prompt_cache import CacheTtl
+from worker.memory.tokens import estimate_tokens
+from worker.memory.trim import trim_message
+from worker.memory.window import Window, WindowLimits
 
 HistoryCacheTtl = Literal["adaptive", "5m", "1h"]
 #: A point's choice: a TTL, or no point at all.
@@ -80,7 +84,7 @@ def read_pace(question_times: Sequence[datetime | None], sent_at: datetime | Non
     times = [*question_times, sent_at]
     gaps = tuple(
         (later - earlier).total_seconds()
-        for earlier, later in zip(times, times[1:], strict=False)
+        for earlier, later in pairwise(times)
         if earlier is not None and later is not None and later >= earlier
     )[-PACE_GAPS:]
     return Pace(
@@ -137,21 +141,80 @@ class TtlChoice:
         return out
 
 
+#: The answers whose sizes stand for the next one, in :func:`reuse_chance`.
+REUSE_SAMPLE = 6
+
+
+def reuse_chance(window: Window, limits: WindowLimits, current: str) -> float:
+    """The chance that the next turn keeps this window's anchor: that this turn's question
+    and an answer like the window's last few still fit the budget (tokens and messages)."""
+    if window.kept + 2 > limits.max_messages:
+        return 0.0
+    question = estimate_tokens(trim_message(current, limits.message_max_tokens))
+    answers = [estimate_tokens(m.content) for m in window.messages if m.role == "assistant"]
+    sample = answers[-REUSE_SAMPLE:] or [question]
+    room = limits.max_tokens - window.estimated_tokens - question
+    return sum(answer <= room for answer in sample) / len(sample)
+
+
+def turn_shape(
+    view: ConverseView,
+    window: Window,
+    limits: WindowLimits,
+    *,
+    current: str,
+    outcome: str,
+    shared_through: int | None,
+    summary_shared: bool,
+    behind: int,
+) -> TurnShape:
+    """The cache-aligned view's shape for :func:`choose_ttls`.
+
+    ``outcome`` is the window's (``kept``, ``reanchored``, ``fallback``);
+    ``shared_through`` the seq the previous turn's history ended on when the anchor was
+    kept (its prompt is this one's up to there); ``summary_shared`` whether the previous
+    turn showed the same summary; ``behind`` the seqs the newest fold is past the summary
+    shown (a re-anchor then changes the summary too).
+    """
+    prefixes = cache_point_prefixes(view)
+    has_summary = bool(view.system)
+    summary_tokens = prefixes[0] if has_summary and prefixes else 0
+    history = 0.0 if outcome == "fallback" else reuse_chance(window, limits, current)
+    summary = history + (1.0 - history) * (behind == 0)
+    points = tuple(
+        PointShape(prefix, summary if has_summary and index == 0 else history)
+        for index, prefix in enumerate(prefixes)
+    )
+    shared = 0
+    if outcome == "kept" and shared_through is not None:
+        shared = summary_tokens + sum(
+            estimate_tokens(m.content) for m in window.messages if m.seq <= shared_through
+        )
+    elif summary_shared:
+        shared = summary_tokens
+    return TurnShape(points, shared)
+
+
 def choose_ttls(
     shape: TurnShape, pace: Pace | None, *, setting: HistoryCacheTtl, min_tokens: int
 ) -> TtlChoice:
     """The TTL of each point of ``shape`` under ``setting`` (see the module's docstring)."""
     count = len(shape.points)
+    five = _every("5m", count)
     if setting != "adaptive":
-        return TtlChoice((setting,) * count, "fixed", pace)
+        return TtlChoice(_every(setting, count), "fixed", pace)
     if pace is None or not pace.gaps:
-        return TtlChoice(("5m",) * count, "no_pace", pace)
+        return TtlChoice(five, "no_pace", pace)
     cacheable = [i for i, point in enumerate(shape.points) if point.prefix >= min_tokens]
     if not cacheable:
-        return TtlChoice(("5m",) * count, "below_minimum", pace)
+        return TtlChoice(five, "below_minimum", pace)
     read = shape.shared if _previous_entry_lives(shape, pace, cacheable) else 0
     best = _optimise(shape, pace, cacheable, read)
     return TtlChoice(_spread(best, cacheable, count), "expected_cost", pace, read)
+
+
+def _every(ttl: CacheTtl, count: int) -> tuple[PointTtl, ...]:
+    return tuple(ttl for _ in range(count))
 
 
 def _previous_entry_lives(shape: TurnShape, pace: Pace, cacheable: Sequence[int]) -> bool:
@@ -220,4 +283,4 @@ def _spread(
 def ttl_order_is_legal(ttls: Sequence[PointTtl]) -> bool:
     """Whether no point carries a longer TTL than one before it (dropped points aside)."""
     lives = [_LIFE[ttl] for ttl in ttls if ttl is not None]
-    return all(later <= earlier for earlier, later in zip(lives, lives[1:], strict=False))
+    return all(later <= earlier for earlier, later in pairwise(lives))

@@ -27,6 +27,7 @@ Pure: no I/O, no logging. The caller logs what was left out.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Literal, NotRequired, TypedDict
 
@@ -177,7 +178,7 @@ def cache_point_prefixes(view: ConverseView) -> tuple[int, ...]:
         if "cachePoint" in block:
             prefixes.append(tokens)
         else:
-            tokens += estimate_tokens(block["text"])  # type: ignore[typeddict-item]
+            tokens += estimate_tokens(block["text"])
     return tuple(prefixes)
 
 
@@ -188,7 +189,7 @@ def with_cache_ttls(view: ConverseView, ttls: tuple[CacheTtl | None, ...]) -> Co
     if len(ttls) != points:
         raise ValueError(f"{len(ttls)} TTLs for {points} cache points")
     kept = [ttl for ttl in ttls if ttl is not None]
-    if any(earlier == "5m" and later == "1h" for earlier, later in zip(kept, kept[1:])):
+    if any(earlier == "5m" and later == "1h" for earlier, later in itertools.pairwise(kept)):
         raise ValueError("a cache point may not have a longer TTL than one before it")
     remaining = iter(ttls)
 

@@ -47,6 +47,7 @@ Pure: the cache state is a value passed in and returned.
 from __future__ import annotations
 
 import hashlib
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -125,7 +126,7 @@ def price_turn(
     if len(request.points) > rules.max_points:
         raise ValueError(f"a request holds at most {rules.max_points} cache points")
     lives = request.lives
-    if any(later > earlier for earlier, later in zip(lives, lives[1:], strict=False)):
+    if any(later > earlier for earlier, later in itertools.pairwise(lives)):
         raise ValueError("a cache point has a longer TTL than one before it")
     live = {digest: (expiry, life) for digest, expiry, life in cache.entries if expiry > at}
     read_at, found_by = _longest_hit(request, live, rules.lookback_blocks)
