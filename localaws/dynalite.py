@@ -13,7 +13,7 @@ can stay on moto through ``AWS_ENDPOINT_URL``.
 
 Smoke check (install, start, create a table, put and query an item, stop)::
 
-    .venv/bin/python -m bench.servers.dynalite
+    .venv/bin/python -m localaws.dynalite
 """
 
 from __future__ import annotations
@@ -34,19 +34,13 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
+from localaws.endpoints import DUMMY_CLIENT_ARGS, HOST, free_port
+from localaws.moto import stop
 from worker.cli.bootstrap import history_table_definition
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DIR = REPO_ROOT / ".bench" / "dynalite"
 PACKAGE = "dynalite@4"
-HOST = "127.0.0.1"
-
-#: Dummy credentials and region: dynalite accepts any, botocore insists on some.
-DUMMY_CLIENT_ARGS: dict[str, str] = {
-    "aws_access_key_id": "testing",
-    "aws_secret_access_key": "testing",
-    "region_name": "us-east-1",
-}
 
 _PROBE_CONFIG = Config(
     connect_timeout=0.5, read_timeout=2, retries={"max_attempts": 1, "mode": "standard"}
@@ -83,14 +77,6 @@ def ensure_installed(install_dir: Path = DEFAULT_DIR) -> Path:
     return binary
 
 
-def free_port(host: str = HOST) -> int:
-    """A port nothing listens on right now (the usual small race applies)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def dynamodb_client(endpoint: str, config: Config | None = None) -> Any:
     """A boto3 DynamoDB client for ``endpoint`` with dummy credentials."""
     return boto3.client("dynamodb", endpoint_url=endpoint, config=config, **DUMMY_CLIENT_ARGS)
@@ -118,18 +104,6 @@ def wait_until_ready(
             time.sleep(0.01)
         else:
             return
-
-
-def stop(process: subprocess.Popen[bytes], grace: float = 5.0) -> None:
-    """SIGTERM, then SIGKILL if it has not exited within ``grace`` seconds."""
-    if process.poll() is not None:
-        return
-    process.terminate()
-    try:
-        process.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,5 @@
-"""The benchmark's latency-injecting proxy delays every exchange, not every connection.
+"""The one TCP proxy (``localaws.proxy``): it delays every exchange, not every connection,
+and a cut resets what it carries and refuses new connections until it is restored.
 
 A keep-alive HTTP server on loopback answers several requests on one connection; the
 proxy's sleep is recorded instead of waited, so the test asserts the exact delays it chose.
@@ -11,7 +12,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from bench.servers.netdelay import DelayProxy, parse_route
+from localaws.proxy import TcpProxy, parse_route
 
 pytestmark = pytest.mark.integration
 
@@ -73,7 +74,7 @@ async def test_each_request_on_a_kept_alive_connection_is_delayed_once_each_way(
     async def sleep(seconds: float) -> None:
         slept.append(seconds)
 
-    proxy = DelayProxy(upstream.url, 0.012, sleep=sleep)
+    proxy = TcpProxy(upstream.url, 0.012, sleep=sleep)
     host_port = (await proxy.start()).removeprefix("http://").split(":")
     reader, writer = await asyncio.open_connection(host_port[0], int(host_port[1]))
     try:
@@ -98,7 +99,7 @@ async def test_a_request_body_in_several_writes_is_one_exchange(upstream: KeepAl
         slept.append(seconds)
         first_part_read.set()
 
-    proxy = DelayProxy(upstream.url, 0.010, sleep=sleep)
+    proxy = TcpProxy(upstream.url, 0.010, sleep=sleep)
     host, port = (await proxy.start()).removeprefix("http://").split(":")
     reader, writer = await asyncio.open_connection(host, int(port))
     try:
@@ -119,3 +120,33 @@ async def test_a_request_body_in_several_writes_is_one_exchange(upstream: KeepAl
 
 def test_a_route_is_a_url_and_a_round_trip_in_milliseconds() -> None:
     assert parse_route("http://127.0.0.1:5000=12") == ("http://127.0.0.1:5000", 0.012)
+
+
+async def test_a_cut_resets_open_connections_and_a_restore_listens_on_the_same_port(
+    upstream: KeepAliveServer,
+) -> None:
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    proxy = TcpProxy(upstream.url, sleep=sleep)
+    endpoint = await proxy.start()
+    host, port = endpoint.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    try:
+        assert await exchange(reader, writer, 0) == b"ok1"
+        await proxy.cut()
+        with pytest.raises((asyncio.IncompleteReadError, ConnectionError)):
+            await exchange(reader, writer, 1)  # the open connection was reset
+        with pytest.raises(ConnectionError):
+            await asyncio.open_connection(host, int(port))  # new ones are refused
+        await proxy.restore()
+        assert proxy.endpoint == endpoint
+        reader, writer = await asyncio.open_connection(host, int(port))
+        assert await exchange(reader, writer, 2) == b"ok2"
+    finally:
+        writer.close()
+        await proxy.close()
+    assert proxy.cuts == 1
+    assert slept == []  # no round trip asked for: no delay
