@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -32,10 +31,10 @@ from typing import IO, Any
 
 import boto3
 from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError
 
-from localaws.endpoints import DUMMY_CLIENT_ARGS, HOST, free_port
+from localaws.endpoints import DUMMY_CLIENT_ARGS, HOST, free_port, wait_until_answering
 from localaws.moto import stop
+from worker.adapters.dynamodb import history_page_query
 from worker.cli.bootstrap import history_table_definition
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -87,23 +86,12 @@ def wait_until_ready(
 ) -> None:
     """Wait for the port to accept connections, then for ``ListTables`` to succeed."""
     client = dynamodb_client(endpoint, _PROBE_CONFIG)
-    host, port = endpoint.removeprefix("http://").rsplit(":", 1)
-    deadline = time.perf_counter() + timeout
-    while True:
-        if process.poll() is not None:
-            raise DynaliteError(f"dynalite exited with code {process.returncode} while starting")
-        try:
-            with socket.create_connection((host, int(port)), timeout=0.5):
-                pass
-            client.list_tables(Limit=1)
-        except (OSError, BotoCoreError, ClientError):
-            if time.perf_counter() > deadline:
-                raise DynaliteError(
-                    f"dynalite did not answer on {endpoint} in {timeout} s"
-                ) from None
-            time.sleep(0.01)
-        else:
-            return
+    try:
+        wait_until_answering(
+            endpoint, process, lambda: client.list_tables(Limit=1), timeout=timeout, name="dynalite"
+        )
+    except RuntimeError as exc:
+        raise DynaliteError(str(exc)) from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,18 +175,7 @@ def _smoke(endpoint: str) -> dict[str, float]:
     )
     timings["put_item_s"] = (time.perf_counter() - start) / 3
     start = time.perf_counter()
-    response = client.query(
-        TableName="history-smoke",
-        KeyConditionExpression="pk = :pk AND sk BETWEEN :first AND :state",
-        ExpressionAttributeValues={
-            ":pk": {"S": "matter-1187"},
-            ":first": {"S": "msg#"},
-            ":state": {"S": "state"},
-        },
-        ScanIndexForward=False,
-        Limit=27,
-        ConsistentRead=True,
-    )
+    response = client.query(**history_page_query("history-smoke", "matter-1187", 27))
     timings["query_s"] = time.perf_counter() - start
     keys = [item["sk"]["S"] for item in response["Items"]]
     expected = ["state", "msg#000000000002", "msg#000000000001"]

@@ -7,6 +7,9 @@ credentials, but botocore insists on some, and on a region.
 from __future__ import annotations
 
 import socket
+import subprocess
+import time
+from collections.abc import Callable
 
 HOST = "127.0.0.1"
 REGION = "us-east-1"
@@ -42,3 +45,30 @@ def aws_environ(endpoint: str, *, dynamodb: str | None = None) -> dict[str, str]
     if dynamodb is not None and dynamodb != endpoint:
         env["AWS_ENDPOINT_URL_DYNAMODB"] = dynamodb
     return env
+
+
+def wait_until_answering(
+    url: str,
+    process: subprocess.Popen[bytes],
+    probe: Callable[[], object],
+    *,
+    timeout: float,
+    name: str,
+) -> None:
+    """Wait until ``process`` accepts connections at ``url`` and ``probe()`` succeeds (any
+    ``Exception`` from it counts as not yet); RuntimeError if it exits or ``timeout`` passes."""
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    deadline = time.perf_counter() + timeout
+    while True:
+        if process.poll() is not None:
+            raise RuntimeError(f"{name} exited with code {process.returncode} while starting")
+        try:
+            with socket.create_connection((host, int(port)), timeout=0.5):
+                pass
+            probe()
+        except Exception:
+            if time.perf_counter() > deadline:
+                raise RuntimeError(f"{name} did not answer on {url} in {timeout} s") from None
+            time.sleep(0.02)
+        else:
+            return

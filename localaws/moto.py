@@ -14,17 +14,15 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import socket
 import subprocess
 import sys
 import threading
-import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from localaws.endpoints import HOST, free_port
+from localaws.endpoints import HOST, free_port, wait_until_answering
 
 #: ``setattr``, or ``monkeypatch.setattr`` in a test (undone at its end).
 SetAttribute = Callable[[Any, str, Any], None]
@@ -102,20 +100,11 @@ def threaded_moto(set_attribute: SetAttribute = setattr) -> Iterator[str]:
 
 def wait_for_moto(url: str, process: subprocess.Popen[bytes], timeout: float) -> None:
     """Wait until the moto process at ``url`` answers its own API."""
-    host, port = url.removeprefix("http://").rsplit(":", 1)
-    deadline = time.perf_counter() + timeout
-    while True:
-        if process.poll() is not None:
-            raise RuntimeError(f"moto_server exited with code {process.returncode} at start")
-        try:
-            with socket.create_connection((host, int(port)), timeout=0.5):
-                pass
-            with urllib.request.urlopen(url + "/moto-api/data.json", timeout=2):
-                return
-        except OSError:
-            if time.perf_counter() > deadline:
-                raise RuntimeError(f"moto_server did not answer on {url} in {timeout} s") from None
-            time.sleep(0.05)
+
+    def probe() -> None:
+        urllib.request.urlopen(url + "/moto-api/data.json", timeout=2).close()
+
+    wait_until_answering(url, process, probe, timeout=timeout, name="moto_server")
 
 
 def stop(process: subprocess.Popen[bytes], grace: float = 5.0) -> None:

@@ -133,27 +133,39 @@ class TcpProxy:
     async def _requests(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, exchange: _Exchange
     ) -> None:
-        with contextlib.suppress(ConnectionError, OSError):
-            while chunk := await reader.read(CHUNK):
-                if exchange.answered:  # the first bytes of a new request
-                    exchange.answered, exchange.awaiting = False, True
-                    self.exchanges += 1
-                    if self._half:
-                        await self._sleep(self._half)
-                writer.write(chunk)
-                await writer.drain()
-        with contextlib.suppress(Exception):
-            writer.write_eof()
+        def begins(exchange: _Exchange) -> bool:
+            if not exchange.answered:
+                return False
+            exchange.answered, exchange.awaiting = False, True  # the first bytes of a request
+            self.exchanges += 1
+            return True
+
+        await self._carry(reader, writer, exchange, begins)
 
     async def _responses(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, exchange: _Exchange
     ) -> None:
+        def begins(exchange: _Exchange) -> bool:
+            if not exchange.awaiting:
+                return False
+            exchange.awaiting, exchange.answered = False, True  # the first bytes of its answer
+            return True
+
+        await self._carry(reader, writer, exchange, begins)
+
+    async def _carry(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        exchange: _Exchange,
+        begins: Callable[[_Exchange], bool],
+    ) -> None:
+        """Pass one direction's bytes on, half a round trip late wherever ``begins`` says a
+        request (or its response) starts, until the sender closes or a cut resets it."""
         with contextlib.suppress(ConnectionError, OSError):
             while chunk := await reader.read(CHUNK):
-                if exchange.awaiting:  # the first bytes of the response
-                    exchange.awaiting, exchange.answered = False, True
-                    if self._half:
-                        await self._sleep(self._half)
+                if begins(exchange) and self._half:
+                    await self._sleep(self._half)
                 writer.write(chunk)
                 await writer.drain()
         with contextlib.suppress(Exception):
