@@ -23,6 +23,9 @@ the conversation's pace and the turn's shape:
   whose prefix cannot reach ``min_tokens`` caches nothing: its segment joins the next
   point's, and it takes that point's TTL (legal, and free).
 
+A written point makes an entry that holds the whole prefix before it, for its TTL; a
+point that writes nothing (its prefix is read) makes none, and its TTL changes nothing
+(the strict refresh reading: a read renews an entry for the TTL it was written with).
 What this turn reads depends on the previous turn's TTL, which is not stored: it is
 taken as the one this policy gives a steady turn of the same shape under the pace
 without the newest gap, and the shared prefix counts as read when the newest gap is
@@ -62,6 +65,8 @@ _WRITE: dict[PointTtl, float] = {"1h": 2.0, "5m": 1.25, None: 1.0}
 #: What a hit saves per token against writing the prefix again at 5 minutes' price.
 _HIT_SAVES = 1.25 - 0.1
 _ORDER: tuple[PointTtl, ...] = ("1h", "5m", None)
+#: Tried in this order, so that of equal costs the shorter TTL is kept.
+_CANDIDATES: tuple[PointTtl, ...] = ("5m", "1h", None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,7 +213,9 @@ def choose_ttls(
     cacheable = [i for i, point in enumerate(shape.points) if point.prefix >= min_tokens]
     if not cacheable:
         return TtlChoice(five, "below_minimum", pace)
-    read = shape.shared if _previous_entry_lives(shape, pace, cacheable) else 0
+    previous = _previous_life(shape, pace, cacheable)
+    lives = previous is not None and pace.gaps[-1] <= _LIFE[previous] - HIT_MARGIN_SECONDS
+    read = shape.shared if lives else 0
     best = _optimise(shape, pace, cacheable, read)
     return TtlChoice(_spread(best, cacheable, count), "expected_cost", pace, read)
 
@@ -217,31 +224,33 @@ def _every(ttl: CacheTtl, count: int) -> tuple[PointTtl, ...]:
     return tuple(ttl for _ in range(count))
 
 
-def _previous_entry_lives(shape: TurnShape, pace: Pace, cacheable: Sequence[int]) -> bool:
-    """Whether the prefix shared with the previous turn is still cached: the newest gap is
-    within the life this policy would have given it then (a steady turn of this shape,
-    under the pace before the newest gap)."""
+def _previous_life(shape: TurnShape, pace: Pace, cacheable: Sequence[int]) -> PointTtl:
+    """The life of the previous turn's newest entry (the prefix shared with it), as this
+    policy would have chosen it then: a steady turn of this shape under the pace before
+    the newest gap. None: nothing is shared."""
     if shape.shared <= 0:
-        return False
-    newest = pace.gaps[-1]
-    if newest <= _LIFE["5m"] - HIT_MARGIN_SECONDS:
-        return True
-    if newest > _LIFE["1h"] - HIT_MARGIN_SECONDS:
-        return False
+        return None
     earlier = pace.gaps[:-1]
     before = Pace(
         earlier,
         _share(earlier, _LIFE["5m"], PRIOR_FIVE_MINUTES),
         _share(earlier, _LIFE["1h"], PRIOR_ONE_HOUR),
     )
-    steady = _optimise(shape, before, cacheable, shape.shared)
-    return bool(steady) and steady[-1] == "1h"
+    steady = _optimise(shape, before, cacheable, shape.shared) if earlier else ()
+    return steady[-1] if steady and steady[-1] is not None else "5m"
 
 
 def _optimise(
     shape: TurnShape, pace: Pace, cacheable: Sequence[int], read: int
 ) -> tuple[PointTtl, ...]:
-    """The non-increasing TTLs of the cacheable points with the least expected cost."""
+    """The non-increasing TTLs of the cacheable points with the least expected cost.
+
+    A written point makes an entry of its TTL that holds the whole prefix before it, so a
+    segment lives as long as the nearest written point at or after it; a point that writes
+    nothing costs nothing whatever its TTL. The entry this turn reads from is renewed for
+    the life it was written with, which is not known here: it is given no credit (so the
+    policy errs towards protecting what it writes). Of equal costs, the shorter TTL.
+    """
     segments = []
     start = 0
     for index in cacheable:
@@ -251,16 +260,19 @@ def _optimise(
         start = point.prefix
     best: tuple[PointTtl, ...] = ()
     best_cost = float("inf")
-    for ttls in product(_ORDER, repeat=len(segments)):
+    for ttls in product(_CANDIDATES, repeat=len(segments)):
         ranks = [_ORDER.index(ttl) for ttl in ttls]
         if ranks != sorted(ranks):
             continue  # a longer TTL after a shorter one: refused by Bedrock
         cost = 0.0
-        for ttl, (tokens, written, reused) in zip(ttls, segments, strict=True):
+        protect: PointTtl = None
+        for ttl, (tokens, written, reused) in zip(reversed(ttls), reversed(segments), strict=True):
             if ttl is None and written < tokens:
                 cost = float("inf")  # the point finds this turn's read: it stays
                 break
-            cost += _WRITE[ttl] * written - reused * pace.within(ttl) * _HIT_SAVES * tokens
+            if written > 0:
+                protect = ttl
+            cost += _WRITE[ttl] * written - reused * pace.within(protect) * _HIT_SAVES * tokens
         if cost < best_cost:
             best, best_cost = ttls, cost
     return best

@@ -6,6 +6,7 @@ when the turn claims), a failed write never failing the turn."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from tests.conftest import captured_logs
@@ -15,6 +16,7 @@ from tests.unit.fakes import HistoryTable, MemoryQueue, memory_stage
 from tests.unit.turn.test_turn_memory import COMMAND, NoLedger, replace_command
 from worker.delivery.outcomes import Done
 from worker.errors import StoreUnavailable
+from worker.memory import HistoryMessage
 from worker.memory.cache_aligned import SNAPSHOT_MAX_BYTES, WindowAnchor
 from worker.ports import ReceivedMessage
 from worker.telemetry import metrics as m
@@ -362,3 +364,67 @@ async def test_the_stages_re_anchors_reach_the_turns_metrics() -> None:
     tally = book.take()
     assert tally.reanchored == {"first_turn": 1}
     assert tally.counts[m.COMMANDS_SERVED] == 2
+
+
+# --- cache lifetimes: the pace comes from the page and the command, never the clock --------
+
+
+def stamped(table: HistoryTable, gaps_seconds: list[float]) -> datetime:
+    """Exchanges whose questions were asked ``gaps_seconds`` apart; returns the last one's time."""
+    at = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
+    for i, gap in enumerate(gaps_seconds):
+        at += timedelta(seconds=gap)
+        seq = len(table.messages) + 1
+        table.messages[seq] = HistoryMessage(seq, "user", f"q{i} " * 200, created_at=at)
+        table.messages[seq + 1] = HistoryMessage(seq + 1, "assistant", f"a{i} " * 300)
+    return at
+
+
+def timed_delivery(command_id: str, sent_at: datetime | None) -> ReceivedMessage:
+    body: dict[str, Any] = {
+        "type": "converse",
+        "command_id": command_id,
+        "conversation_id": "matter-1",
+        "message": "And clause 9?",
+    }
+    if sent_at is not None:
+        body["sent_at"] = sent_at.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return ReceivedMessage(f"m-{command_id}", "r", json.dumps(body))
+
+
+async def served_at(clock: datetime, table: HistoryTable, sent_at: datetime | None) -> Any:
+    model = MemoryQueue()
+    stage = memory_stage(history=table, ledger=NoLedger(), model_queue=model, settings=ALIGNED)
+    stage._clock = lambda: clock  # the stage's clock, moved
+    with captured_logs() as logs:
+        await stage.handle(timed_delivery("c-1", sent_at))
+    return model.sent[0], anchor_events(logs)[0]
+
+
+async def test_the_pace_is_read_from_created_at_and_sent_at_never_the_stages_clock() -> None:
+    """GIVEN a deliberate conversation (questions 7-12 minutes apart) with its timestamps,
+    WHEN the same turn is served by stages whose clocks are hours apart, THEN the payloads
+    are byte for byte the same, and the choice names the gaps read."""
+    table = HistoryTable()
+    last = stamped(table, [420, 600, 480, 720, 540, 660])
+    table.fold(4, SUMMARY)
+    sent = last + timedelta(minutes=8)
+    early, event = await served_at(sent, table, sent)
+    late, _ = await served_at(sent + timedelta(hours=5), table, sent)
+    assert early == late
+    assert (event["ttl_why"], event["pace_gaps"], event["pace_newest_gap_s"]) == (
+        "expected_cost",
+        6,
+        480,
+    )
+    assert "1h" in event["ttls"]
+    points = [b["cachePoint"] for b in early["converse"]["system"] if "cachePoint" in b]
+    assert all(point["ttl"] in ("5m", "1h") for point in points)
+
+
+async def test_without_sent_at_the_receive_time_ends_the_newest_gap() -> None:
+    table = HistoryTable()
+    last = stamped(table, [60, 90, 75])
+    _, soon = await served_at(last + timedelta(seconds=80), table, None)
+    _, later = await served_at(last + timedelta(minutes=50), table, None)
+    assert (soon["pace_newest_gap_s"], later["pace_newest_gap_s"]) == (80, 3000)
