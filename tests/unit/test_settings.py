@@ -116,6 +116,9 @@ def test_the_floor_must_stay_below_the_message_cap(monkeypatch: pytest.MonkeyPat
         ("HISTORY_WINDOW_MODE", "stepped", "'sliding' or 'cache-aligned'"),
         ("HISTORY_WINDOW_ANCHOR_HEADROOM_TOKENS", "-1", "greater than or equal to 0"),
         ("HISTORY_WINDOW_ANCHOR_HEADROOM_MESSAGES", "-1", "greater than or equal to 0"),
+        ("HISTORY_CACHE_TTL", "10m", "'adaptive', '5m' or '1h'"),
+        ("PROMPT_CACHE_MIN_TOKENS", "0", "greater than or equal to 1"),
+        ("PROMPT_CACHE_MIN_TOKENS", "many", "valid integer"),
     ],
 )
 def test_bad_values_fail_with_the_variable_named(
@@ -171,6 +174,17 @@ def test_the_window_mode_is_sliding_unless_asked_with_the_measured_headroom() ->
     s = load_settings()
     assert s.history_window_mode == "sliding" and not s.cache_aligned
     assert (s.anchor_headroom.tokens, s.anchor_headroom.messages) == (1000, 6)
+
+
+def test_the_cache_lifetimes_are_adaptive_at_the_sonnet_minimum_unless_set(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    s = load_settings()
+    assert (s.history_cache_ttl, s.prompt_cache_min_tokens) == ("adaptive", 1024)
+    monkeypatch.setenv("HISTORY_CACHE_TTL", "1h")
+    monkeypatch.setenv("PROMPT_CACHE_MIN_TOKENS", "4096")
+    s = load_settings()
+    assert (s.history_cache_ttl, s.prompt_cache_min_tokens) == ("1h", 4096)
 
 
 def test_the_cache_aligned_mode_and_its_headroom_are_read_from_the_environment(
