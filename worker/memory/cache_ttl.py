@@ -19,7 +19,7 @@ the conversation's pace and the turn's shape:
   and saves ``1.15x`` of itself on the next turn if that turn reuses it before its entry
   dies. The TTLs along the prompt are chosen together, never increasing
   (1h > 5m > no point), to minimise the expected cost. A point is dropped only when
-  nothing before it is read this turn (the point is what finds the read), and a point
+  nothing before it can be read this turn (the point is what finds the read), and a point
   whose prefix cannot reach ``min_tokens`` caches nothing: its segment joins the next
   point's, and it takes that point's TTL (legal, and free).
 
@@ -35,7 +35,7 @@ within that life. Pure: times in, choices out; the stage's clock is never read h
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from itertools import pairwise, product
 from typing import Literal
@@ -220,6 +220,19 @@ def choose_ttls(
     return TtlChoice(_spread(best, cacheable, count), "expected_cost", pace, read)
 
 
+def known_pace_ttls(
+    shape: TurnShape, *, within_5m: bool, within_1h: bool, read: int, min_tokens: int
+) -> tuple[PointTtl, ...]:
+    """The same cost rule with the next gap and this turn's read known (the benchmark's
+    oracle, a bound no causal rule can beat on the same window): no live code uses it."""
+    count = len(shape.points)
+    cacheable = [i for i, point in enumerate(shape.points) if point.prefix >= min_tokens]
+    if not cacheable:
+        return _every("5m", count)
+    known = Pace((), float(within_5m), float(within_5m or within_1h))
+    return _spread(_optimise(shape, known, cacheable, read), cacheable, count)
+
+
 def _every(ttl: CacheTtl, count: int) -> tuple[PointTtl, ...]:
     return tuple(ttl for _ in range(count))
 
@@ -236,7 +249,9 @@ def _previous_life(shape: TurnShape, pace: Pace, cacheable: Sequence[int]) -> Po
         _share(earlier, _LIFE["5m"], PRIOR_FIVE_MINUTES),
         _share(earlier, _LIFE["1h"], PRIOR_ONE_HOUR),
     )
-    steady = _optimise(shape, before, cacheable, shape.shared) if earlier else ()
+    # The previous turn's next turn is this one, which reuses its prefix: a steady turn.
+    steady_shape = TurnShape(tuple(replace(p, reused=1.0) for p in shape.points), shape.shared)
+    steady = _optimise(steady_shape, before, cacheable, shape.shared) if earlier else ()
     return steady[-1] if steady and steady[-1] is not None else "5m"
 
 
@@ -256,7 +271,7 @@ def _optimise(
     for index in cacheable:
         point = shape.points[index]
         written = max(0, point.prefix - max(read, start))
-        segments.append((point.prefix - start, written, point.reused))
+        segments.append((point.prefix - start, written, point.reused, start))
         start = point.prefix
     best: tuple[PointTtl, ...] = ()
     best_cost = float("inf")
@@ -266,9 +281,13 @@ def _optimise(
             continue  # a longer TTL after a shorter one: refused by Bedrock
         cost = 0.0
         protect: PointTtl = None
-        for ttl, (tokens, written, reused) in zip(reversed(ttls), reversed(segments), strict=True):
-            if ttl is None and written < tokens:
-                cost = float("inf")  # the point finds this turn's read: it stays
+        for ttl, (tokens, written, reused, start) in zip(
+            reversed(ttls), reversed(segments), strict=True
+        ):
+            if ttl is None and (written < tokens or start < shape.shared):
+                # The point finds this turn's read (or may: the prefix it shares with the
+                # previous turn's could be cached, whatever the estimate says): it stays.
+                cost = float("inf")
                 break
             if written > 0:
                 protect = ttl
