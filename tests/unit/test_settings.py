@@ -173,7 +173,7 @@ def test_a_health_bound_an_idle_long_poll_would_break_refuses_to_start(
 def test_the_window_mode_is_sliding_unless_asked_with_the_measured_headroom() -> None:
     s = load_settings()
     assert s.history_window_mode == "sliding" and not s.cache_aligned
-    assert (s.anchor_headroom.tokens, s.anchor_headroom.messages) == (1000, 6)
+    assert (s.anchor_headroom.tokens, s.anchor_headroom.messages) == (1500, 8)
 
 
 def test_the_cache_lifetimes_are_adaptive_at_the_sonnet_minimum_unless_set(
@@ -225,5 +225,5 @@ def test_the_headroom_is_not_checked_in_the_sliding_mode_which_never_reads_it(
     monkeypatch.setenv("HISTORY_WINDOW_FLOOR_MESSAGES", "2")
     assert load_settings().history_window_max_messages == 5
     monkeypatch.setenv("HISTORY_WINDOW_MODE", "cache-aligned")
-    with pytest.raises(ConfigError, match=r"HEADROOM_MESSAGES \(6\) must be below"):
+    with pytest.raises(ConfigError, match=r"HEADROOM_MESSAGES \(8\) must be below"):
         load_settings()
