@@ -117,6 +117,11 @@ CASES = (
 )  # fmt: skip
 
 
+def stamp(seconds: float) -> datetime:
+    """A turn's time as the play writes it (``created_at``, ``sent_at``): whole seconds."""
+    return START + timedelta(seconds=int(seconds))
+
+
 @dataclass(frozen=True, slots=True)
 class Turn:
     """One turn's views (by window family), shapes, window sizes, and the turns whose
@@ -191,7 +196,9 @@ def conversation_turns(
             new = result.anchor_to_store
             if new is not None:
                 # Today's window stores no snapshot: it re-anchors at each fold landing.
-                anchors[family] = WindowAnchor(new.seq, new.folded_through) if family == "today" else new
+                anchors[family] = (
+                    WindowAnchor(new.seq, new.folded_through) if family == "today" else new
+                )
             view = _points_view(result.window, current, result.shown.summary)
             views[family] = view
             shapes[family] = turn_shape(
@@ -276,7 +283,7 @@ def _ttls_for(
         return ("1h",) * count
     if contender == "1h-summary":
         return tuple("1h" if i == 0 and view.system else "5m" for i in range(count))
-    sent = START + timedelta(seconds=times[index])
+    sent = stamp(times[index])
     if contender == "oracle":
         following = times[index + 1] - times[index] if index + 1 < len(times) else 1e9
         probe, _ = price_turn(cache, view.system, view.messages, at=times[index], rules=rules)
@@ -288,7 +295,7 @@ def _ttls_for(
             read=read,
             min_tokens=rules.min_prefix_tokens,
         )
-    asked = [START + timedelta(seconds=times[q - 1]) for q in turn.page_questions]
+    asked = [stamp(times[q - 1]) for q in turn.page_questions]
     choice = choose_ttls(
         shape, read_pace(asked, sent), setting="adaptive", min_tokens=rules.min_prefix_tokens
     )
@@ -302,7 +309,9 @@ def price_case(
     profiles: dict[str, Counter[str]] | None = None,
 ) -> tuple[dict[str, Tally], dict[str, dict[str, Tally]]]:
     tallies = {name: Tally() for name in case.contenders}
-    by_profile: dict[str, dict[str, Tally]] = defaultdict(lambda: {n: Tally() for n in case.contenders})
+    by_profile: dict[str, dict[str, Tally]] = defaultdict(
+        lambda: {n: Tally() for n in case.contenders}
+    )
     for conversation in conversations:
         cid = conversation.conversation_id
         profile = pace_profile(cid, case.pauses, seed=SEED)
@@ -316,7 +325,11 @@ def price_case(
             for index, turn in enumerate(turns):
                 ttls = _ttls_for(contender, turn, family, times=times, index=index,
                                  rules=case.rules, cache=cache)  # fmt: skip
-                view = turn.views[family] if ttls is None else with_cache_ttls(turn.views[family], ttls)
+                view = (
+                    turn.views[family]
+                    if ttls is None
+                    else with_cache_ttls(turn.views[family], ttls)
+                )
                 cost, cache = price_turn(cache, view.system, view.messages, at=times[index],
                                          rules=case.rules)  # fmt: skip
                 billed += cost.billed
