@@ -18,6 +18,7 @@ trims, so this checker is at least as strict as the service.
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -126,7 +127,7 @@ def cache_point_errors(converse: dict[str, Any]) -> list[str]:
         lives.append(ttl == "1h")
     # Bedrock refuses a point with a longer TTL than one before it (tools, system,
     # messages): a 1h point after a 5m one.
-    if any(later and not earlier for earlier, later in zip(lives, lives[1:], strict=False)):
+    if any(later and not earlier for earlier, later in itertools.pairwise(lives)):
         errors.append("A cachePoint has a longer ttl than a cachePoint before it.")
     return errors
 
