@@ -363,6 +363,8 @@ async def test_the_stages_re_anchors_reach_the_turns_metrics() -> None:
             await stage.handle(message)
     tally = book.take()
     assert tally.reanchored == {"first_turn": 1}
+    # No timestamps: each view's one cache point (after the history) is 5m.
+    assert tally.ttls == {"5m": 2}
     assert tally.counts[m.COMMANDS_SERVED] == 2
 
 
