@@ -55,10 +55,14 @@ PACE_GAPS = 12
 #: A gap counts as outlived by an entry when it ends this long before the entry's TTL:
 #: the entry's clock starts at the request, a little after the question was asked.
 HIT_MARGIN_SECONDS = 30.0
-#: The prior, worth this many gaps: the study's pace population's shares, rounded.
+#: The prior, worth one gap: even odds of a gap within 5 minutes, and no weight on the band
+#: between 5 minutes and 1 hour, so that a 1-hour TTL is bought only on the conversation's
+#: own evidence. Tuned on part 8's workload (bench/parts/cache_ttl_study.py, every fifth
+#: conversation): a prior of 0.9 within the hour cost brisk conversations 0.4 points (1h
+#: bought on early turns for nothing) and gained the slower ones at most 0.2.
 PRIOR_WEIGHT = 1.0
 PRIOR_FIVE_MINUTES = 0.5
-PRIOR_ONE_HOUR = 0.9
+PRIOR_ONE_HOUR = 0.5
 
 _LIFE: dict[CacheTtl, float] = {"5m": 300.0, "1h": 3600.0}
 _WRITE: dict[PointTtl, float] = {"1h": 2.0, "5m": 1.25, None: 1.0}

@@ -119,6 +119,6 @@ async def test_the_report_names_the_cache_lifetimes_the_next_turn_would_choose_a
     assert SECRET not in text
     [ttl] = [line for line in lines if line.startswith("cache lifetimes:")]
     assert ttl.startswith("cache lifetimes: 1h, 1h (the expected cost under the pace; 8 gaps")
-    assert "the newest 8.0 min if asked now" in ttl and "P(gap < 1 h) 0.99" in ttl
+    assert "the newest 8.0 min if asked now" in ttl and "P(gap < 1 h) 0.94" in ttl
     [shown] = [line for line in lines if line.startswith("summary shown:")]
     assert shown == "summary shown: fold mark 4; the newest; snapshot stored with the anchor"

@@ -52,11 +52,13 @@ def test_a_message_without_created_at_gives_no_gap() -> None:
     assert read_pace([None, None], None).gaps == ()
 
 
-def test_the_chances_carry_a_weak_prior() -> None:
+def test_the_chances_carry_a_weak_prior_with_no_weight_between_5_minutes_and_1_hour() -> None:
     p = pace(*BRISK)
-    assert 0.9 < p.p5 < 1.0 and p.p60 > 0.99
+    assert p.p5 == p.p60 == (12 + 0.5) / 13  # one gap's worth of even odds
     cold = pace(*COLD)
-    assert cold.p5 < 0.1 and cold.p60 < 0.15
+    assert cold.p5 == cold.p60 == 0.5 / 9
+    deliberate = pace(*DELIBERATE)
+    assert deliberate.p60 - deliberate.p5 == pytest.approx(7 / 13)  # the band's gaps alone
 
 
 CASES = [
