@@ -1,0 +1,176 @@
+"""Issue 24's tables from the study's and the play's figures
+(``docs/benchmarks/cache_ttl_study.json``, ``cache_ttl_play.json``): the page
+``docs/benchmarks/cache_ttl_study.md`` and the done-when verdicts. Run::
+
+    .venv/bin/python -m bench.reports.cache_ttl
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+OUT = Path(__file__).resolve().parents[2] / "docs" / "benchmarks"
+NAMES = {
+    "sliding": "sliding (the default mode)",
+    "today": "cache-aligned as before issue 24 (re-anchor at fold, 5m)",
+    "lagged": "fold-lagged summary alone (5m)",
+    "adaptive": "adaptive TTLs alone (re-anchor at fold)",
+    "both": "**both: the new default**",
+    "1h": "lagged, 1h on every point",
+    "1h-summary": "lagged, 1h on the summary's point only",
+    "stepped": "the stepped peer (2,000-token grid, 5m)",
+    "oracle": "oracle TTL (knows the next gap), lagged",
+}
+PACES = ("mixed", "sessions", "interrupted", "cold", "brisk-sessions", "deliberate")
+PACE_NAMES = {
+    "mixed": "mixed (the baseline)", "sessions": "sessions (part 8's baseline)",
+    "interrupted": "interrupted", "cold": "cold", "brisk-sessions": "one long session",
+    "deliberate": "deliberate",
+}  # fmt: skip
+
+
+def _case(study: dict[str, Any], name: str) -> dict[str, Any]:
+    [row] = [r for r in study["cases"] if r["case"] == name]
+    return row
+
+
+def main_table(study: dict[str, Any]) -> str:
+    row = _case(study, "mixed (the baseline)")
+    lines = [
+        "| contender | billed units / turn | % of sliding | read from cache | history seen "
+        "| re-anchors / turn | fold-gap turns | conversations above their own sliding bill "
+        "| worst ratio |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for name, f in row["contenders"].items():
+        lines.append(
+            f"| {NAMES[name]} | {f['billed_per_turn']:,.0f} | {f['billed_share']:.1%} "
+            f"| {f['read_share']:.1%} | {f['history_share']:.1%} | {f['reanchors_per_turn']:.3f} "
+            f"| {f['fold_gap_turns']} | {f['above_own_sliding']:.1%} | {f['worst_ratio']:.2f} |"
+        )
+    return "\n".join(lines)
+
+
+def pace_table(study: dict[str, Any]) -> str:
+    rows = {r["pauses"]: r for r in study["cases"] if r["case"] in PACE_NAMES.values()}
+    names = list(_case(study, "mixed (the baseline)")["contenders"])
+    lines = [
+        "| contender (% of sliding) | " + " | ".join(PACE_NAMES[p] for p in PACES) + " |",
+        "| --- |" + " ---: |" * len(PACES),
+    ]
+    for name in names:
+        cells = " | ".join(
+            f"{rows[p]['contenders'][name]['billed_share']:.1%}" for p in PACES if p in rows
+        )
+        lines.append(f"| {NAMES[name]} | {cells} |")
+    return "\n".join(lines)
+
+
+def profile_table(study: dict[str, Any]) -> str:
+    row = _case(study, "mixed (the baseline)")
+    names = list(row["contenders"])
+    lines = [
+        "| profile (% of its sliding bill) | " + " | ".join(names) + " |",
+        "| --- |" + " ---: |" * len(names),
+    ]
+    for profile, figures in row["by_profile"].items():
+        cells = " | ".join(f"{figures[n]['billed_share']:.1%}" for n in names)
+        lines.append(f"| {profile} | {cells} |")
+    return "\n".join(lines)
+
+
+def sensitivity_table(study: dict[str, Any]) -> str:
+    cases = ["mixed (the baseline)"] + [
+        r["case"] for r in study["cases"] if r["case"].startswith("mixed,")
+    ]
+    names = list(_case(study, cases[-1])["contenders"])
+    header = "| case (% of sliding) | " + " | ".join(names)
+    lines = [
+        header + " | both: above own sliding / worst |",
+        "| --- |" + " ---: |" * (len(names) + 1),
+    ]
+    for case in cases:
+        f = _case(study, case)["contenders"]
+        cells = " | ".join(f"{f[n]['billed_share']:.1%}" for n in names)
+        both = f["both"]
+        lines.append(
+            f"| {case} | {cells} | {both['above_own_sliding']:.1%} / {both['worst_ratio']:.2f} |"
+        )
+    return "\n".join(lines)
+
+
+def verdicts(study: dict[str, Any], play: dict[str, Any] | None, today_calls: float) -> list[str]:
+    def share(case: str, name: str = "both") -> float:
+        return float(_case(study, case)["contenders"][name]["billed_share"])
+
+    mixed = _case(study, "mixed (the baseline)")["contenders"]
+    out = []
+
+    def say(ok: bool, text: str) -> None:
+        out.append(f"- {'met' if ok else '**missed**'}: {text}")
+
+    say(share("mixed (the baseline)") <= 0.52 and mixed["both"]["history_share"] >= 0.80,
+        f"mixed {share('mixed (the baseline)'):.1%} of sliding (<= 52%), history "
+        f"{mixed['both']['history_share']:.1%} (>= 80%)")  # fmt: skip
+    for case, goal in (("sessions (part 8's baseline)", 0.42), ("interrupted", 0.60),
+                       ("cold", 0.75)):  # fmt: skip
+        say(share(case) <= goal, f"{case} {share(case):.1%} (<= {goal:.0%})")
+    sensitivity = [r for r in study["cases"] if r["case"].startswith("mixed")]
+    worst = max(float(r["contenders"]["both"]["billed_share"]) for r in sensitivity)
+    say(worst <= 1.0, f"no sensitivity row above 100% (the highest: {worst:.1%})")
+    say(mixed["both"]["above_own_sliding"] <= 0.05 and mixed["both"]["worst_ratio"] <= 1.10,
+        f"mixed: {mixed['both']['above_own_sliding']:.1%} of conversations above their own "
+        f"sliding bill (<= 5%), worst {mixed['both']['worst_ratio']:.2f} (<= 1.10)")  # fmt: skip
+    for case in PACE_NAMES.values():
+        f = _case(study, case)["contenders"]
+        peers = {n: f[n]["billed_share"] for n in ("stepped", "1h", "1h-summary")}
+        below = all(f["both"]["billed_share"] < v for v in peers.values())
+        tied = all(f["both"]["billed_share"] <= v + 0.0005 for v in peers.values())
+        label = "below" if below else ("level with (within 0.05 points)" if tied else "above")
+        others = ", ".join(f"{n} {v:.1%}" for n, v in peers.items())
+        say(below, f"{case}: both {f['both']['billed_share']:.1%} {label} {others}")
+    gap = mixed["both"]["billed_share"] - mixed["oracle"]["billed_share"]
+    say(gap <= 0.06, f"within 6 points of the oracle on mixed ({gap * 100:.1f} points)")
+    say(mixed["both"]["fold_gap_turns"] <= mixed["sliding"]["fold_gap_turns"],
+        f"fold-gap turns {mixed['both']['fold_gap_turns']} (sliding "
+        f"{mixed['sliding']['fold_gap_turns']})")  # fmt: skip
+    if play is not None:
+        per = play["calls_per_command_by_operation"]
+        say(per.get("dynamodb.Query turn") == 1.0, "one Query a turn (the worker's own calls)")
+        calls = play["calls_per_command"]
+        say(
+            calls <= today_calls + 0.05,
+            f"calls per command {calls:.3f} (before: {today_calls:.3f})",
+        )
+        say(play["identical_views"] == play["turns"],
+            f"the worker's payloads = the pure pipeline's: {play['identical_views']:,} of "
+            f"{play['turns']:,} views byte for byte")  # fmt: skip
+    return out
+
+
+def main() -> int:
+    study = json.loads((OUT / "cache_ttl_study.json").read_text())
+    play_path = OUT / "cache_ttl_play.json"
+    play = json.loads(play_path.read_text()) if play_path.exists() else None
+    part8 = json.loads((OUT / "model_bill.json").read_text())
+    today_calls = float(part8["plays"]["cache-aligned"]["calls_in_all_per_command"])
+    page = "\n\n".join([
+        "# Issue 24: the fold-lagged summary and cache lifetimes chosen per turn",
+        f"Figures: `cache_ttl_study.json` ({study['command']}, {study['turns']:,} turns, "
+        f"{study['seconds'] / 60:.0f} min) and `cache_ttl_play.json` (the worker).",
+        "## The mixed pace population (the baseline)", main_table(study),
+        "## Every pace", pace_table(study),
+        "## The mixed population by profile", profile_table(study),
+        "## Sensitivity (the mixed population)", sensitivity_table(study),
+        "## Done when", "\n".join(verdicts(study, play, today_calls)),
+    ])  # fmt: skip
+    (OUT / "cache_ttl_study.md").write_text(page + "\n")
+    print(page)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
