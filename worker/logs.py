@@ -36,7 +36,7 @@ import logging
 import os
 import sys
 import warnings
-from typing import Any, Literal, TextIO
+from typing import Literal, TextIO
 
 import structlog
 from structlog.typing import EventDict, WrappedLogger
@@ -143,7 +143,7 @@ def _show_warning(
         _original_showwarning(message, category, filename, lineno, file, line)
         return
     logger = logging.getLogger("py.warnings")
-    extra: dict[str, Any] = {"warning_category": category.__name__}
+    extra: dict[str, object] = {"warning_category": category.__name__}
     logger.handle(
         logger.makeRecord(
             logger.name, logging.WARNING, filename, lineno, "warning", (), None, extra=extra

@@ -8,7 +8,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import aioboto3
 from aiobotocore.config import AioConfig
@@ -42,14 +42,19 @@ from worker.timing import LoopClock, sleep_unless
 from worker.turn.payloads import OffloadingSender
 from worker.turn.stage import ConverseStage
 
+if TYPE_CHECKING:  # the stubs are a dev dependency: nothing of them runs
+    from types_aiobotocore_dynamodb import DynamoDBClient
+    from types_aiobotocore_s3 import S3Client
+    from types_aiobotocore_sqs import SQSClient
+
 log = get_logger()
 
 
 @dataclass(frozen=True, slots=True)
 class Clients:
-    sqs: Any
-    dynamodb: Any
-    s3: Any
+    sqs: SQSClient
+    dynamodb: DynamoDBClient
+    s3: S3Client
 
 
 @asynccontextmanager
