@@ -12,7 +12,10 @@ import subprocess
 import sys
 import textwrap
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
 
 SECRET = "PRIVILEGED-clause-14.2"
 
@@ -47,6 +50,7 @@ def run(script: str) -> Output:
         text=True,
         timeout=60,
         check=True,
+        cwd=ROOT,  # the script may import the tests' fakes
     )
     return Output(result.stdout, result.stderr)
 
@@ -71,6 +75,33 @@ def test_a_botocore_warning_during_a_turn_is_one_json_line_with_the_turns_ids() 
     assert line["message_template"] == "Refreshing %s"
     assert line["source"] == source_line(script, ".warning(")
     assert "timestamp" in line
+
+
+def test_a_botocore_warning_inside_a_real_turn_carries_the_ids_the_stage_bound() -> None:
+    """The stage's own turn (over the unit tests' fakes), whose history read makes botocore
+    warn: the line names the turn, as the stage's own events of that turn do."""
+    out = run(
+        f"""
+        import asyncio
+        from tests.unit.turn.test_stage import MemoryHistory, Turn, delivery
+
+        class WarningHistory(MemoryHistory):
+            async def load_page(self, conversation_id, limit):
+                logging.getLogger("botocore.credentials").warning("Refreshing %s", {SECRET!r})
+                return await super().load_page(conversation_id, limit)
+
+        configure_logging()
+        turn = Turn(history=WarningHistory())
+        asyncio.run(turn.stage.handle(delivery()))
+        """
+    )
+    assert out.stderr == ""
+    assert SECRET not in out.stdout
+    [library] = [line for line in out.lines if line["event"] == "library.log"]
+    forwarded = next(e for e in out.lines if e["event"] == "clerk.converse_prompt_forwarded")
+    assert (library["conversation_id"], library["command_id"]) == ("matter-1", "c-1")
+    assert (forwarded["conversation_id"], forwarded["command_id"]) == ("matter-1", "c-1")
+    assert library["logger"] == "botocore.credentials"
 
 
 def test_a_library_records_arguments_and_exception_text_never_pass() -> None:
