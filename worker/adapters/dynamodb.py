@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # the stubs are a dev dependency: nothing of them runs
     from types_aiobotocore_dynamodb.type_defs import (
         AttributeValueTypeDef,
         QueryInputTypeDef,
+        QueryOutputTypeDef,
         UpdateItemInputTypeDef,
     )
 
@@ -139,6 +140,35 @@ def fold_release_request(
     }
 
 
+def history_page(response: QueryOutputTypeDef) -> HistoryPage:
+    """A history Query's answer as the stage reads it: the ``state`` item's fold state and
+    anchor, the well-formed messages newest first, one reason per malformed message item,
+    and where the next older page starts (DynamoDB's ``LastEvaluatedKey``), if it stopped
+    at the limit."""
+    state = FoldState()
+    anchor: WindowAnchor | None = None
+    messages: list[HistoryMessage] = []
+    malformed: list[str] = []
+    for item in response.get("Items", []):
+        sk = item.get("sk", {}).get("S", "")
+        if sk == STATE_KEY:
+            state, anchor = _fold_state(item), window_anchor(item)
+            continue
+        parsed = _history_message(item)
+        if isinstance(parsed, str):
+            malformed.append(parsed)
+        else:
+            messages.append(parsed)
+    older = response.get("LastEvaluatedKey", {}).get("sk", {}).get("S")
+    return HistoryPage(
+        state=state,
+        messages=tuple(messages),
+        malformed=tuple(malformed),
+        older=older,
+        anchor=anchor,
+    )
+
+
 class DynamoHistoryStore:
     """Implements HistoryStore, FoldClaims and WindowAnchors over the contract's table layout."""
 
@@ -156,28 +186,7 @@ class DynamoHistoryStore:
             response = await self._client.query(
                 **history_page_query(self._table, conversation_id, limit, older_than=older_than)
             )
-        state = FoldState()
-        anchor: WindowAnchor | None = None
-        messages: list[HistoryMessage] = []
-        malformed: list[str] = []
-        for item in response.get("Items", []):
-            sk = item.get("sk", {}).get("S", "")
-            if sk == STATE_KEY:
-                state, anchor = _fold_state(item), window_anchor(item)
-                continue
-            parsed = _history_message(item)
-            if isinstance(parsed, str):
-                malformed.append(parsed)
-            else:
-                messages.append(parsed)
-        older = response.get("LastEvaluatedKey", {}).get("sk", {}).get("S")
-        return HistoryPage(
-            state=state,
-            messages=tuple(messages),
-            malformed=tuple(malformed),
-            older=older,
-            anchor=anchor,
-        )
+        return history_page(response)
 
     async def store_anchor(self, conversation_id: str, anchor: WindowAnchor) -> None:
         """Set the window's anchor on ``state`` (created if missing), nothing else."""
