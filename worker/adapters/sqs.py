@@ -12,13 +12,13 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Unpack
 
 from worker.adapters.errors import aws_call
 from worker.delivery.batching import Batcher
 from worker.delivery.pointers import message_size
 from worker.errors import ConfigError, StoreUnavailable
-from worker.ports import DeleteFailure, ReceivedMessage
+from worker.ports import DeleteFailure, ReceivedMessage, SendOptions
 from worker.telemetry.tracing import outbound_trace_header
 
 if TYPE_CHECKING:  # the stubs are a dev dependency: nothing of them runs
@@ -218,17 +218,8 @@ class SqsQueue:
             )
         return results
 
-    async def send(
-        self,
-        body: str,
-        *,
-        group_id: str,
-        deduplication_id: str,
-        attributes: Mapping[str, str | int] | None = None,
-    ) -> str:
-        message = OutboundMessage(
-            body, group_id, deduplication_id, attributes, outbound_trace_header()
-        )
+    async def send(self, body: str, **options: Unpack[SendOptions]) -> str:
+        message = OutboundMessage.of(body, options)
         with aws_call("sqs.SendMessage"):
             response = await self._client.send_message(
                 **send_request(self.url, message, fifo=self.fifo)
@@ -262,6 +253,17 @@ class OutboundMessage:
     attributes: Mapping[str, str | int] | None = None
     #: ``AWSTraceHeader``: a system attribute, which SQS does not count in the size.
     trace_header: str | None = None
+
+    @classmethod
+    def of(cls, body: str, options: SendOptions) -> OutboundMessage:
+        """A message one ``send`` makes, with the trace header of the task sending it."""
+        return cls(
+            body,
+            options["group_id"],
+            options["deduplication_id"],
+            options.get("attributes"),
+            outbound_trace_header(),
+        )
 
     @property
     def size(self) -> int:
@@ -303,19 +305,9 @@ class BatchingSender:
         """Sends made whose results are not in yet."""
         return self._batcher.outstanding()
 
-    async def send(
-        self,
-        body: str,
-        *,
-        group_id: str,
-        deduplication_id: str,
-        attributes: Mapping[str, str | int] | None = None,
-    ) -> str:
-        # Read here, in the turn's task: the batcher's own task is outside every trace.
-        message = OutboundMessage(
-            body, group_id, deduplication_id, attributes, outbound_trace_header()
-        )
-        return await self._batcher.submit(message)
+    async def send(self, body: str, **options: Unpack[SendOptions]) -> str:
+        # Built here, in the turn's task: the batcher's own task is outside every trace.
+        return await self._batcher.submit(OutboundMessage.of(body, options))
 
     async def close(self) -> None:
         await self._batcher.close()
