@@ -21,8 +21,8 @@ run: install
 	$(BIN)/worker demo
 
 lint: install
-	$(BIN)/ruff check worker tests bench noxfile.py
-	$(BIN)/ruff format --check worker tests bench noxfile.py
+	$(BIN)/ruff check worker tests bench localaws noxfile.py
+	$(BIN)/ruff format --check worker tests bench localaws noxfile.py
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(BIN)/deptry worker
