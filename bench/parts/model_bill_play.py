@@ -39,6 +39,7 @@ from bench.load.workload import message_items, put_items
 from bench.parts.cache_bill import ViewCodec
 from bench.servers.servers import Servers, create_bench_resources
 from worker.adapters.dynamodb import STATE_KEY, rfc3339
+from worker.adapters.history_writer import message_item
 from worker.delivery.pointers import parse_pointer
 from worker.memory import FoldLimits, WindowLimits
 from worker.settings import Settings
@@ -328,9 +329,9 @@ async def _play_conversation(
             "conversation_id": cid,
             "message": conversation.question(turn).content,
         }
-        stamp = rfc3339(START + timedelta(seconds=int(times[turn - 1]))) if times else None
-        if stamp is not None:
-            body["sent_at"] = stamp
+        asked = START + timedelta(seconds=int(times[turn - 1])) if times else None
+        if asked is not None:
+            body["sent_at"] = rfc3339(asked)
         await sender.send(json.dumps(body, ensure_ascii=False))
         if not await payloads.wait_for([command], within=TURN_TIMEOUT):
             raise RuntimeError(f"no payload for {command} within {TURN_TIMEOUT:g} s")
@@ -364,10 +365,13 @@ async def _play_conversation(
             )
         )
         del payload, text, converse
-        items = message_items(cid, conversation.exchange(turn))
-        if stamp is not None:  # the question asked (and answered) when it was sent
-            for item in items:
-                item["created_at"] = {"S": stamp}
+        exchange = conversation.exchange(turn)
+        if asked is None:
+            items = message_items(cid, exchange)
+        else:  # the question stored (and answered) when it was sent
+            items = [
+                message_item(cid, m.seq, m.role, m.content, created_at=asked) for m in exchange
+            ]
         await put_items(clients.dynamodb, table.name, items)
         progress.turn()
     return played
