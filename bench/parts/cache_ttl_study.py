@@ -133,6 +133,9 @@ class Turn:
     gaps: dict[str, bool]
     outcomes: dict[str, str]
     page_questions: tuple[int, ...]
+    #: The lagged window's summary shown: seqs behind the newest fold, and its UTF-8 size.
+    behind: int = 0
+    summary_bytes: int = 0
 
 
 def _aligned(
@@ -211,6 +214,8 @@ def conversation_turns(
             tokens[family] = result.window.estimated_tokens
             gaps[family] = fold_gap(result.window, folded) is not None
             outcomes[family] = result.outcome
+            if family == "lagged":
+                lagged_shown = result.shown
         stepped = stepped_window(history, cumulative, limits, STEP)
         views["stepped"] = _points_view(stepped, current, summary)
         tokens["stepped"] = stepped.estimated_tokens
@@ -219,7 +224,20 @@ def conversation_turns(
         if plan is not None:
             track.requested(number, plan.through)
         questions = tuple((m.seq + 1) // 2 for m in reversed(page) if m.role == "user")
-        turns.append(Turn(views, shapes, tokens, gaps, outcomes, questions))
+        shown = lagged_shown
+        size = len((shown.summary or "").encode("utf-8"))
+        turns.append(
+            Turn(
+                views,
+                shapes,
+                tokens,
+                gaps,
+                outcomes,
+                questions,
+                folded - shown.folded_through,
+                size,
+            )
+        )
     return turns
 
 

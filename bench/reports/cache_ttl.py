@@ -151,6 +151,61 @@ def verdicts(study: dict[str, Any], play: dict[str, Any] | None, today_calls: fl
     return out
 
 
+BEGIN = "<!-- issue 24: begin -->"
+END = "<!-- issue 24: end -->"
+
+
+def section(study: dict[str, Any], play: dict[str, Any] | None, today_calls: float) -> str:
+    """Issue 24's part of BENCHMARKS.md part 8."""
+    played = (
+        f"The new default was also played through the real `worker run` "
+        f"(`python -m bench.parts.cache_ttl_play`, {play['seconds'] / 60:.0f} min of play): "
+        f"{play['identical_views']:,} of its {play['turns']:,} payloads' `converse` views are "
+        "byte for byte the pure pipeline's (TTLs included), so the pure pipeline's figures are "
+        "the worker's; its own AWS calls: "
+        f"{play['calls_per_command']:.3f} a command (the cache-aligned mode before: "
+        f"{today_calls:.3f}), one Query a turn, "
+        f"{play['calls_per_command_by_operation'].get('dynamodb.UpdateItem anchor', 0):.3f} "
+        "UpdateItem of the anchor a command."
+        if play is not None
+        else "The worker play is missing."
+    )
+    return "\n\n".join([
+        BEGIN,
+        "### Issue 24: the fold-lagged summary and cache lifetimes chosen per turn",
+        f"Reproduce: `{study['command']}` ({study['seconds'] / 60:.0f} min here; figures "
+        "[`benchmarks/cache_ttl_study.json`](benchmarks/cache_ttl_study.json), page "
+        "[`benchmarks/cache_ttl_study.md`](benchmarks/cache_ttl_study.md)). The tables above "
+        "were measured with issue 19's defaults (headroom 1,000 / 6, re-anchor at each fold "
+        "landing, every point 5m); this part measures issue 24's contenders on the same 200 "
+        f"conversations ({study['turns']:,} turns), the same scripted compactor and the same "
+        "cost model, now with a TTL per point (2x up to the last 1-hour point written, 1.25x "
+        "after it; a read renews an entry for the TTL it was written with), through the pure "
+        "pipeline (`bench/parts/cache_ttl_study.py`: the worker's own memory functions, fed "
+        "as the stage feeds them). The pace population is *mixed*: "
+        + study["pause_models"]["mixed"] + ". Headroom "
+        f"{study['headroom']['tokens']:,} / {study['headroom']['messages']} for every row.",
+        played,
+        "**The mixed paces (the baseline).**", main_table(study),
+        "**Every pace** (% of sliding's billed input).", pace_table(study),
+        "**The mixed population by profile.**", profile_table(study),
+        "**Sensitivity** (the mixed paces; `PROMPT_CACHE_MIN_TOKENS` set to each minimum).",
+        sensitivity_table(study),
+        "**Done when** (issue 24):", "\n".join(verdicts(study, play, today_calls)),
+        END,
+    ])  # fmt: skip
+
+
+def insert_section(text: str, new: str) -> str:
+    """``text`` with issue 24's section replaced, or put before the part that follows 8."""
+    if BEGIN in text:
+        head, rest = text.split(BEGIN, 1)
+        return head + new + rest.split(END, 1)[1]
+    marker = "## What these figures show"
+    head, tail = text.split(marker, 1)
+    return head + new + "\n\n" + marker + tail
+
+
 def main() -> int:
     study = json.loads((OUT / "cache_ttl_study.json").read_text())
     play_path = OUT / "cache_ttl_play.json"
@@ -168,6 +223,9 @@ def main() -> int:
         "## Done when", "\n".join(verdicts(study, play, today_calls)),
     ])  # fmt: skip
     (OUT / "cache_ttl_study.md").write_text(page + "\n")
+    benchmarks = OUT.parent / "BENCHMARKS.md"
+    text = benchmarks.read_text()
+    benchmarks.write_text(insert_section(text, section(study, play, today_calls)))
     print(page)
     return 0
 
