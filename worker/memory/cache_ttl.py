@@ -16,10 +16,11 @@ the conversation's pace and the turn's shape:
   previous one (what it may read).
 - The choice: each point's segment (the tokens since the point before it that can cache)
   is written at 1.25x with ``5m``, 2x with ``1h``, or sent uncached (1x) without a point,
-  and saves ``1.15x`` of itself on the next turn if that turn reuses it before its entry
-  dies. The TTLs along the prompt are chosen together, never increasing
-  (1h > 5m > no point), to minimise the expected cost. A point is dropped only when
-  nothing before it can be read this turn (the point is what finds the read), and a point
+  and saves ``1.15x`` of itself on the next turn if that turn reuses it before the entry
+  holding it dies (the nearest written point at or after it). The TTLs along the prompt are
+  chosen together, never increasing (1h > 5m > no point), to minimise the expected cost.
+  A point is dropped only when nothing before it can be read this turn (the point is what
+  finds the read, or may: the prefix shared with the previous turn), and a point
   whose prefix cannot reach ``min_tokens`` caches nothing: its segment joins the next
   point's, and it takes that point's TTL (legal, and free).
 

@@ -20,7 +20,8 @@ after the last history block, before the current message's block (inside the sam
 message when the history ends on a question), and, when the history point's lookback
 would not reach it, one where the previous turn's history ended. A cache point is never
 the first block of a message, and the view holds at most 3 (one of Bedrock's 4 stays
-free for the model stage).
+free for the model stage). :func:`with_cache_ttls` then gives each point its ``ttl`` (or
+leaves it out), never a longer one after a shorter.
 
 Pure: no I/O, no logging. The caller logs what was left out.
 """
@@ -213,6 +214,7 @@ def with_cache_ttls(view: ConverseView, ttls: tuple[CacheTtl | None, ...]) -> Co
 
 
 def _cache_point() -> CachePointBlock:
-    """The default TTL (5 minutes): the 1-hour TTL's 2x write does not pay back on a
-    prefix that changes whenever the fold lands. A new dict each time: views share none."""
+    """A point without ``ttl``: the default mode's view stays byte for byte as it was; the
+    cache-aligned mode gives each point its TTL afterwards (:func:`with_cache_ttls`). A new
+    dict each time: views share none."""
     return {"cachePoint": {"type": "default"}}

@@ -5,8 +5,10 @@ A turn reads one page of the history table. Only when the window's floor would o
 an answer whose question lies beyond that page (a run of answers longer than a page)
 does it read older pages, one Query each, until the question is in or nothing older is
 left. The window is the sliding one (:func:`bound_history`) or, with
-``HISTORY_WINDOW_MODE=cache-aligned``, the cache-aligned one, whose stored anchor comes in
-the same Query (on the ``state`` item).
+``HISTORY_WINDOW_MODE=cache-aligned``, the cache-aligned one, whose stored anchor and summary
+snapshot come in the same Query (on the ``state`` item); that mode's view then carries the
+cache lifetimes ``HISTORY_CACHE_TTL`` chooses (:mod:`worker.memory.cache_ttl`), read from the
+page's ``created_at`` and the command's ``sent_at``.
 """
 
 from __future__ import annotations
