@@ -396,8 +396,9 @@ def timed_delivery(command_id: str, sent_at: datetime | None) -> ReceivedMessage
 
 async def served_at(clock: datetime, table: HistoryTable, sent_at: datetime | None) -> Any:
     model = MemoryQueue()
-    stage = memory_stage(history=table, ledger=NoLedger(), model_queue=model, settings=ALIGNED)
-    stage._clock = lambda: clock  # the stage's clock, moved
+    stage = memory_stage(
+        history=table, ledger=NoLedger(), model_queue=model, settings=ALIGNED, now=clock
+    )
     with captured_logs() as logs:
         await stage.handle(timed_delivery("c-1", sent_at))
     return model.sent[0], anchor_events(logs)[0]
