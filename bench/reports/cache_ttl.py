@@ -196,23 +196,19 @@ def section(study: dict[str, Any], play: dict[str, Any] | None, today_calls: flo
     ])  # fmt: skip
 
 
-def insert_section(text: str, new: str) -> str:
-    """``text`` with issue 24's section replaced, or put before the part that follows 8."""
-    if BEGIN in text:
-        head, rest = text.split(BEGIN, 1)
-        return head + new + rest.split(END, 1)[1]
-    marker = "## What these figures show"
-    head, tail = text.split(marker, 1)
-    return head + new + "\n\n" + marker + tail
+def calls_before(model_bill: dict[str, Any]) -> float:
+    """Part 8's cache-aligned play: its AWS calls a command (the mode before issue 24)."""
+    return float(model_bill["plays"]["cache-aligned"]["calls_in_all_per_command"])
 
 
-def main() -> int:
-    study = json.loads((OUT / "cache_ttl_study.json").read_text())
-    play_path = OUT / "cache_ttl_play.json"
-    play = json.loads(play_path.read_text()) if play_path.exists() else None
-    part8 = json.loads((OUT / "model_bill.json").read_text())
-    today_calls = float(part8["plays"]["cache-aligned"]["calls_in_all_per_command"])
-    page = "\n\n".join([
+def doc_section(figures: dict[str, Any], model_bill: dict[str, Any]) -> str:
+    """Issue 24's section of BENCHMARKS.md from ``results.json``'s ``cache_ttl`` entry."""
+    return section(figures["study"], figures.get("play"), calls_before(model_bill))
+
+
+def page(study: dict[str, Any], play: dict[str, Any] | None, calls: float) -> str:
+    """``cache_ttl_study.md``: the tables and verdicts on a page of their own."""
+    return "\n\n".join([
         "# Issue 24: the fold-lagged summary and cache lifetimes chosen per turn",
         f"Figures: `cache_ttl_study.json` ({study['command']}, {study['turns']:,} turns, "
         f"{study['seconds'] / 60:.0f} min) and `cache_ttl_play.json` (the worker).",
@@ -220,13 +216,38 @@ def main() -> int:
         "## Every pace", pace_table(study),
         "## The mixed population by profile", profile_table(study),
         "## Sensitivity (the mixed population)", sensitivity_table(study),
-        "## Done when", "\n".join(verdicts(study, play, today_calls)),
-    ])  # fmt: skip
-    (OUT / "cache_ttl_study.md").write_text(page + "\n")
+        "## Done when", "\n".join(verdicts(study, play, calls)),
+    ]) + "\n"  # fmt: skip
+
+
+def write(figures: dict[str, Any], model_bill: dict[str, Any], out_dir: Path) -> None:
+    """``cache_ttl_study.json``, ``cache_ttl_play.json`` and ``cache_ttl_study.md`` into
+    ``out_dir``, from a run's ``cache_ttl`` entry (``make bench``)."""
+    (out_dir / "cache_ttl_study.json").write_text(json.dumps(figures["study"], indent=1) + "\n")
+    if figures.get("play") is not None:
+        (out_dir / "cache_ttl_play.json").write_text(json.dumps(figures["play"], indent=1) + "\n")
+    calls = calls_before(model_bill)
+    (out_dir / "cache_ttl_study.md").write_text(page(figures["study"], figures.get("play"), calls))
+
+
+def main() -> int:
+    """Standalone, after ``python -m bench.parts.cache_ttl_study --out …`` (and the play):
+    the page, ``results.json``'s ``cache_ttl`` entry and BENCHMARKS.md re-rendered."""
+    from bench.reports import report
+
+    study = json.loads((OUT / "cache_ttl_study.json").read_text())
+    play_path = OUT / "cache_ttl_play.json"
+    play = json.loads(play_path.read_text()) if play_path.exists() else None
+    results_path = OUT / "results.json"
+    document = json.loads(results_path.read_text(encoding="utf-8"))
+    document["cache_ttl"] = {"study": study, "play": play}
+    results_path.write_text(
+        json.dumps(document, indent=1, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
+    (OUT / "cache_ttl_study.md").write_text(page(study, play, calls_before(document["model_bill"])))
     benchmarks = OUT.parent / "BENCHMARKS.md"
-    text = benchmarks.read_text()
-    benchmarks.write_text(insert_section(text, section(study, play, today_calls)))
-    print(page)
+    benchmarks.write_text(report.markdown(document, OUT, benchmarks), encoding="utf-8")
+    print(f"wrote {results_path}, {OUT / 'cache_ttl_study.md'} and {benchmarks}")
     return 0
 
 
