@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -228,28 +227,3 @@ def write(figures: dict[str, Any], model_bill: dict[str, Any], out_dir: Path) ->
         (out_dir / "cache_ttl_play.json").write_text(json.dumps(figures["play"], indent=1) + "\n")
     calls = calls_before(model_bill)
     (out_dir / "cache_ttl_study.md").write_text(page(figures["study"], figures.get("play"), calls))
-
-
-def main() -> int:
-    """Standalone, after ``python -m bench.parts.cache_ttl_study --out …`` (and the play):
-    the page, ``results.json``'s ``cache_ttl`` entry and BENCHMARKS.md re-rendered."""
-    from bench.reports import report
-
-    study = json.loads((OUT / "cache_ttl_study.json").read_text())
-    play_path = OUT / "cache_ttl_play.json"
-    play = json.loads(play_path.read_text()) if play_path.exists() else None
-    results_path = OUT / "results.json"
-    document = json.loads(results_path.read_text(encoding="utf-8"))
-    document["cache_ttl"] = {"study": study, "play": play}
-    results_path.write_text(
-        json.dumps(document, indent=1, ensure_ascii=False) + "\n", encoding="utf-8"
-    )
-    (OUT / "cache_ttl_study.md").write_text(page(study, play, calls_before(document["model_bill"])))
-    benchmarks = OUT.parent / "BENCHMARKS.md"
-    benchmarks.write_text(report.markdown(document, OUT, benchmarks), encoding="utf-8")
-    print(f"wrote {results_path}, {OUT / 'cache_ttl_study.md'} and {benchmarks}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -823,3 +823,39 @@ def _notes(doc: dict[str, Any]) -> list[str]:
         "FIFO model "
         "queues, the cost of a fold (another stage), throttling and retries under faults.",
     ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Re-render docs/BENCHMARKS.md from docs/benchmarks/results.json; with
+    ``--cache-ttl``, first put the standalone figures of issue 24's parts
+    (``cache_ttl_study.json``, ``cache_ttl_play.json``, written by ``python -m
+    bench.parts.cache_ttl_study --out …`` and ``… cache_ttl_play --out …``) into it."""
+    import argparse
+    import json
+
+    from bench.reports import cache_ttl
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--cache-ttl", action="store_true")
+    args = parser.parse_args(argv)
+    out_doc = Path(__file__).resolve().parents[2] / "docs" / "BENCHMARKS.md"
+    out_dir = out_doc.parent / "benchmarks"
+    results = out_dir / "results.json"
+    document = json.loads(results.read_text(encoding="utf-8"))
+    if args.cache_ttl:
+        play = out_dir / "cache_ttl_play.json"
+        document["cache_ttl"] = {
+            "study": json.loads((out_dir / "cache_ttl_study.json").read_text(encoding="utf-8")),
+            "play": json.loads(play.read_text(encoding="utf-8")) if play.exists() else None,
+        }
+        results.write_text(
+            json.dumps(document, indent=1, ensure_ascii=False) + "\n", encoding="utf-8"
+        )
+        cache_ttl.write(document["cache_ttl"], document["model_bill"], out_dir)
+    out_doc.write_text(markdown(document, out_dir, out_doc), encoding="utf-8")
+    print(f"wrote {out_doc}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
