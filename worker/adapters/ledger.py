@@ -123,7 +123,11 @@ class DynamoCommandLedger:
             if (item := request.get("PutRequest", {}).get("Item"))
         }
         return [
-            StoreUnavailable("dynamodb.BatchWriteItem left the done mark unprocessed")
+            StoreUnavailable(
+                "dynamodb.BatchWriteItem left the done mark unprocessed",
+                service="dynamodb",
+                kind="throttled",
+            )
             if (m.conversation_id, m.command_id) in unprocessed
             else None
             for m in marks

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from worker.adapters.errors import aws_call
+from worker.adapters.errors import aws_call, failure_kind
 from worker.delivery.batching import Batcher
 from worker.delivery.pointers import message_size
 from worker.errors import ConfigError, StoreUnavailable
@@ -120,13 +120,16 @@ class SqsQueue:
         with aws_call("sqs.SendMessageBatch"):
             response = await self._client.send_message_batch(QueueUrl=self.url, Entries=entries)
         results: list[str | StoreUnavailable] = [
-            StoreUnavailable("sqs.SendMessageBatch: no result for the entry")
+            StoreUnavailable("sqs.SendMessageBatch: no result for the entry", service="sqs")
         ] * len(messages)
         for ok in response.get("Successful", []):
             results[int(ok["Id"])] = str(ok["MessageId"])
         for failed in response.get("Failed", []):
+            code = str(failed.get("Code", "?"))
             results[int(failed["Id"])] = StoreUnavailable(
-                f"sqs.SendMessageBatch failed: {failed.get('Code', '?')}"
+                f"sqs.SendMessageBatch failed: {code}",
+                service="sqs",
+                kind=failure_kind(code, 500 if failed.get("SenderFault") is False else None),
             )
         return results
 
