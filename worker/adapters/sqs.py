@@ -59,10 +59,14 @@ def dead_letter_target(policy: str) -> tuple[str, str]:
 
 
 class SqsQueue:
-    """One queue: receive, batch delete, send. Implements MessageSource and MessageSender."""
+    """One queue: receive, batch delete, send. Implements MessageSource and MessageSender.
 
-    def __init__(self, client: Any, url: str) -> None:
+    ``receive_client``, if given, makes the receives (a client without botocore's retries:
+    a retried long poll would outlive the stop's bound)."""
+
+    def __init__(self, client: Any, url: str, *, receive_client: Any = None) -> None:
         self._client = client
+        self._receive_client = receive_client or client
         self.url = url
         self.fifo = is_fifo(url)
 
@@ -80,7 +84,7 @@ class SqsQueue:
         if visibility_timeout is not None:
             request["VisibilityTimeout"] = visibility_timeout
         with aws_call("sqs.ReceiveMessage"):
-            response = await self._client.receive_message(**request)
+            response = await self._receive_client.receive_message(**request)
         return [received_message(raw) for raw in response.get("Messages", [])]
 
     async def delete_batch(self, messages: Sequence[ReceivedMessage]) -> list[DeleteFailure]:

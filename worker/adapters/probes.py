@@ -1,0 +1,17 @@
+"""Cheap calls of the consumer's own to a dependency it judged failing (its recovery probe)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from worker.adapters.errors import aws_call
+
+#: A key no command or conversation uses (ids are producers' UUIDs; ``probe#`` is ours).
+PROBE_KEY = {"pk": {"S": "probe#converse-stage"}, "sk": {"S": "probe"}}
+
+
+async def probe_table(client: Any, table: str) -> None:
+    """One eventually consistent GetItem of a key that is never written: half a read unit,
+    on the data plane a throttled table refuses (DescribeTable would not show it)."""
+    with aws_call("dynamodb.GetItem"):
+        await client.get_item(TableName=table, Key=PROBE_KEY, ProjectionExpression="pk")
