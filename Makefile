@@ -18,8 +18,8 @@ run: install
 	$(BIN)/worker demo
 
 lint: install
-	$(BIN)/ruff check worker tests bench
-	$(BIN)/ruff format --check worker tests bench
+	$(BIN)/ruff check worker tests bench localaws
+	$(BIN)/ruff format --check worker tests bench localaws
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(BIN)/cfn-lint infra/cloudformation/*.yaml

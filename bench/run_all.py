@@ -12,7 +12,7 @@ One run, on this machine, every comparison reported as a ratio::
 3. throughput and AWS calls per command: the worker vs a naive sequential consumer vs a
    pure API replay, plus the worker before this round of optimisation and the worker on
    uvloop (:mod:`bench.parts.throughput`), each against the servers as they are and again with
-   a network round trip injected per request (:mod:`bench.servers.netdelay`); with the latency,
+   a network round trip injected per request (:mod:`localaws.proxy`); with the latency,
    also two worker processes on one stack (scale-out);
 4. send-to-arrival latency at a fixed offered load, without and with the latency
    (:mod:`bench.parts.latency`);

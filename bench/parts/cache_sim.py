@@ -41,6 +41,7 @@ from typing import Any
 from bench.load.replay import START, pause
 from bench.load.workload import TextSource, mixed_conversations
 from bench.parts.cache_bill import HEADER, Tally, stepped_window
+from bench.parts.derived_anchor import derived_aligned_window
 from worker.memory import (
     FoldState,
     HistoryMessage,
@@ -62,7 +63,6 @@ from worker.memory.cache_aligned import (
     cache_aligned_window,
 )
 from worker.memory.converse import previous_history_end
-from worker.memory.derived_anchor import derived_aligned_window
 from worker.memory.prompt_cache import CacheRules, PromptCache, price_turn
 from worker.settings import Settings
 

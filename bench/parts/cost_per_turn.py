@@ -36,7 +36,7 @@ from bench.load.workload import (
     put_items,
     state_item,
 )
-from worker.adapters.dynamodb import DynamoHistoryStore
+from worker.adapters.dynamodb import DynamoHistoryStore, history_page_query
 from worker.memory import HistoryMessage, WindowLimits, bound_history
 from worker.settings import Settings
 
@@ -81,16 +81,10 @@ async def load_all_and_trim(
     from langchain_core.messages import AIMessage, HumanMessage, trim_messages
     from langchain_core.messages.utils import count_tokens_approximately
 
-    request: dict[str, Any] = {
-        "TableName": table,
-        "KeyConditionExpression": "pk = :pk AND sk BETWEEN :first AND :state",
-        "ExpressionAttributeValues": {
-            ":pk": {"S": conversation_id},
-            ":first": {"S": "msg#"},
-            ":state": {"S": "state"},
-        },
-        "ConsistentRead": True,
-    }
+    # The stage's own key range (state item and messages), read whole, oldest first.
+    request: dict[str, Any] = history_page_query(table, conversation_id, limit=1)
+    del request["Limit"]
+    request["ScanIndexForward"] = True
     history = []
     while True:
         response = await dynamodb.query(**request)

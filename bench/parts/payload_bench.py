@@ -11,6 +11,7 @@ import time
 
 from bench.servers.harness import bootstrap, clients, local_aws, settings_for, worker_running
 from worker.cli.bootstrap import Resources
+from worker.delivery.pointers import pointer_body
 
 SIZES = {"100 KB (inline)": 100_000, "1 MB (via S3)": 1_000_000}
 
@@ -41,12 +42,7 @@ async def measure(label: str, size: int, count: int) -> dict[str, float]:
                     await aws.s3.put_object(
                         Bucket=env["PAYLOAD_BUCKET"], Key=key, Body=entry["MessageBody"].encode()
                     )
-                    entry["MessageBody"] = json.dumps(
-                        [
-                            "software.amazon.payloadoffloading.PayloadS3Pointer",
-                            {"s3BucketName": env["PAYLOAD_BUCKET"], "s3Key": key},
-                        ]
-                    )
+                    entry["MessageBody"] = pointer_body(env["PAYLOAD_BUCKET"], key)
             await aws.sqs.send_message_batch(QueueUrl=env["CONVERSE_QUEUE_URL"], Entries=entries)
         arrived = 0
         started = time.perf_counter()

@@ -37,7 +37,7 @@ Say = Callable[[str], None]
 class ServerPids:
     moto_pid: int | None
     dynalite_pid: int | None
-    proxy_pid: int | None = None  # the latency proxy (bench.servers.netdelay), when in use
+    proxy_pid: int | None = None  # the latency proxy (localaws.proxy), when in use
 
 
 async def measure(

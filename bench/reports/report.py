@@ -119,7 +119,7 @@ def _part3_calls(doc: dict[str, Any]) -> dict[str, float] | None:
 
 
 def telemetry_target(doc: dict[str, Any]) -> tuple[str, str, bool]:
-    from bench.parts.telemetry_overhead import target_line
+    from bench.reports.telemetry import target_line
 
     return target_line(doc["telemetry"], _full_load_cpu_ms(doc))
 
@@ -651,7 +651,7 @@ def _telemetry(doc: dict[str, Any]) -> list[str]:
     """Part 7 (issue 13): metrics and tracing on vs off."""
     if "telemetry" not in doc:
         return []
-    from bench.parts.telemetry_overhead import markdown as telemetry_markdown
+    from bench.reports.telemetry import markdown as telemetry_markdown
 
     return telemetry_markdown(doc["telemetry"], _full_load_cpu_ms(doc))
 
@@ -670,7 +670,7 @@ def _fold_gap(doc: dict[str, Any]) -> list[str]:
     fold = doc.get("fold_gap")
     if not fold:
         return []
-    from bench.parts.fold_gap import REPORTED_LAGS, table
+    from bench.reports.fold_gap import REPORTED_LAGS, table
 
     runs = fold["profiles"]
 

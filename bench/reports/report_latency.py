@@ -217,13 +217,13 @@ def _scale_out(doc: dict[str, Any]) -> list[str]:
 def _injection(doc: dict[str, Any]) -> list[str]:
     t = doc["throughput_delayed"]["round_trips"]
     return [
-        "**The injected latency** (`bench/servers/netdelay.py`). An asyncio TCP proxy, in its own "
+        "**The injected latency** (`localaws/proxy.py`). An asyncio TCP proxy, in its own "
         "process on 127.0.0.1, in front of moto and of dynalite. It adds the round trip per "
         "request/response exchange, half before passing a request on and half before "
         "passing its response back, so a payload also reaches the queue half a round trip "
         "after its send began. Per exchange, not per connection: dynalite keeps connections "
         "alive and botocore reuses them, so one connection carries many requests and each "
-        "is delayed (`tests/integration/test_netdelay.py` pins three requests on one kept-"
+        "is delayed (`tests/integration/test_proxy.py` pins three requests on one kept-"
         "alive connection, delayed three times each way). No HTTP parsing is needed for it: "
         "these clients never pipeline, so a request begins with the first bytes a client "
         "sends after the server answered. moto closes every connection after one response; "
@@ -246,7 +246,7 @@ def _injection(doc: dict[str, Any]) -> list[str]:
         "so the ratio to it is not flattered by the choice.",
         "- S3 shares the SQS route (one moto server); no S3 call is on the measured path.",
         "- To measure other round trips: `RoundTrips` in `bench/servers/servers.py`; "
-        "`python -m bench.servers.netdelay --route URL=MS` runs the proxy alone.",
+        "`python -m localaws.proxy --route URL=MS` runs the proxy alone.",
     ]
 
 

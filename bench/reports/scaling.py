@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from cfnlint.decode import cfn_yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO_ROOT / "infra" / "cloudformation" / "converse-stage.yaml"
@@ -80,16 +81,9 @@ LIMITS: dict[str, tuple[float, str]] = {
 }
 
 
-class _AnyTagLoader(yaml.SafeLoader):
-    """Reads CloudFormation's short-form tags (``!Ref``...) as plain values."""
-
-
-_AnyTagLoader.add_multi_constructor("!", lambda loader, suffix, node: None)
-
-
 def deployment() -> dict[str, Any]:
     """The scaling knobs as the deployment files set them."""
-    template = yaml.load(TEMPLATE.read_text(encoding="utf-8"), Loader=_AnyTagLoader)  # noqa: S506
+    template = cfn_yaml.load(str(TEMPLATE))  # cfn-lint's loader: short tags in long form
     parameters = template["Parameters"]
     keda = next(
         d

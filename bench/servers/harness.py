@@ -14,19 +14,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import structlog
-from moto.server import ThreadedMotoServer
 
-from bench.servers.dynalite import running_dynalite
 from bench.servers.servers import LocalDynamoDB
+from localaws.dynalite import running_dynalite
+from localaws.endpoints import REGION, aws_environ
+from localaws.moto import threaded_moto
 from worker.cli.bootstrap import Resources, create_resources
 from worker.cli.runtime import Clients, aws_clients, run_worker
 from worker.settings import Settings
-
-CREDENTIALS = {
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_DEFAULT_REGION": "us-east-1",
-}
 
 
 @dataclass
@@ -35,10 +30,7 @@ class LocalAws:
     dynamodb: str
 
     def environ(self) -> dict[str, str]:
-        env = dict(CREDENTIALS, AWS_ENDPOINT_URL=self.moto)
-        if self.dynamodb != self.moto:
-            env["AWS_ENDPOINT_URL_DYNAMODB"] = self.dynamodb
-        return env
+        return aws_environ(self.moto, dynamodb=self.dynamodb)
 
 
 def quiet_worker_logs() -> None:
@@ -49,15 +41,10 @@ def quiet_worker_logs() -> None:
 @contextlib.contextmanager
 def local_aws(*, dynalite: bool = False) -> Iterator[LocalAws]:
     """moto (and dynalite) on loopback, with this process's AWS variables pointing there."""
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
     quiet_worker_logs()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
     saved = {k: v for k, v in os.environ.items() if k.startswith("AWS_")}
     try:
-        host, port = server.get_host_and_port()
-        moto = f"http://{host}:{port}"
-        with contextlib.ExitStack() as stack:
+        with threaded_moto() as moto, contextlib.ExitStack() as stack:
             dynamodb = stack.enter_context(running_dynalite()) if dynalite else moto
             aws = LocalAws(moto=moto, dynamodb=dynamodb)
             for name in saved:
@@ -68,14 +55,13 @@ def local_aws(*, dynalite: bool = False) -> Iterator[LocalAws]:
         for name in [k for k in os.environ if k.startswith("AWS_")]:
             del os.environ[name]
         os.environ.update(saved)
-        server.stop()
 
 
 async def bootstrap(clients: Clients, resources: Resources) -> dict[str, str]:
     dynamodb = clients.dynamodb
     if os.environ.get("AWS_ENDPOINT_URL_DYNAMODB"):  # dynalite: no UpdateTimeToLive there
         dynamodb = LocalDynamoDB(dynamodb)
-    return await create_resources(clients.sqs, dynamodb, clients.s3, resources, region="us-east-1")
+    return await create_resources(clients.sqs, dynamodb, clients.s3, resources, region=REGION)
 
 
 def settings_for(env: dict[str, str], **overrides: Any) -> Settings:

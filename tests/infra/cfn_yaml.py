@@ -1,9 +1,11 @@
-"""Read CloudFormation YAML as plain data, short tags included, and resolve the few intrinsics
-the tests need against deployed values.
+"""Read CloudFormation YAML as plain data, with cfn-lint's own loader, and resolve the few
+intrinsics the tests need against deployed values.
 
-``!Ref X`` becomes ``{"Ref": "X"}``, ``!GetAtt A.B`` becomes ``{"Fn::GetAtt": ["A", "B"]}`` and
-every other ``!Fn`` becomes ``{"Fn::Fn": value}``: the long form CloudFormation itself accepts,
-so a test can compare against what a JSON template would say.
+cfn-lint (already the template's linter) reads short tags into the long form CloudFormation
+itself accepts: ``!Ref X`` is ``{"Ref": "X"}``, ``!GetAtt A.B`` is
+``{"Fn::GetAtt": ["A", "B"]}``, every other ``!Fn`` is ``{"Fn::Fn": value}``; so a test can
+compare against what a JSON template would say. Its mappings and strings are ``dict`` and
+``str`` subclasses that remember their line, which nothing here depends on.
 """
 
 from __future__ import annotations
@@ -12,43 +14,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
+from cfnlint.decode import cfn_yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE_DIR = REPO_ROOT / "infra" / "cloudformation"
 TEMPLATE_PATH = TEMPLATE_DIR / "converse-stage.yaml"
 
 
-class CloudFormationLoader(yaml.SafeLoader):
-    """A SafeLoader that knows CloudFormation's short-form intrinsic tags."""
-
-
-def _construct_intrinsic(loader: CloudFormationLoader, tag_suffix: str, node: yaml.Node) -> Any:
-    if isinstance(node, yaml.ScalarNode):
-        value: Any = loader.construct_scalar(node)
-    elif isinstance(node, yaml.SequenceNode):
-        value = loader.construct_sequence(node, deep=True)
-    elif isinstance(node, yaml.MappingNode):
-        value = loader.construct_mapping(node, deep=True)
-    else:  # pragma: no cover - yaml has no other node kinds
-        raise yaml.constructor.ConstructorError(None, None, f"unexpected node {node!r}")
-
-    if tag_suffix == "Ref":
-        return {"Ref": value}
-    if tag_suffix == "Condition":
-        return {"Condition": value}
-    if tag_suffix == "GetAtt" and isinstance(value, str):
-        logical_id, _, attribute = value.partition(".")
-        return {"Fn::GetAtt": [logical_id, attribute]}
-    return {f"Fn::{tag_suffix}": value}
-
-
-CloudFormationLoader.add_multi_constructor("!", _construct_intrinsic)
-
-
 def load_cfn_yaml(path: Path) -> dict[str, Any]:
     """Parse one CloudFormation YAML template."""
-    document = yaml.load(path.read_text(encoding="utf-8"), Loader=CloudFormationLoader)  # noqa: S506 - a SafeLoader subclass
+    document = cfn_yaml.load(str(path))
     if not isinstance(document, dict):
         raise TypeError(f"{path} is not a CloudFormation template (top level is not a mapping)")
     return document

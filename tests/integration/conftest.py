@@ -9,19 +9,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import logging
 import os
 import threading
-import urllib.request
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from moto.server import ThreadedMotoServer
 from opentelemetry.trace import TracerProvider
 
-from bench.servers.moto_server import batch_entries_keep_their_trace_header
+from localaws.endpoints import CREDENTIALS, REGION, aws_environ
+from localaws.moto import reset_moto, threaded_moto
 from tests.converse_rules import assert_model_ready
 from worker.adapters.dynamodb import STATE_KEY, message_key
 from worker.cli.bootstrap import Resources, create_resources, dead_letter_name
@@ -29,47 +27,14 @@ from worker.cli.runtime import Clients, aws_clients, run_worker
 from worker.delivery.pointers import parse_pointer
 from worker.settings import Settings
 
-CREDENTIALS = {
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_DEFAULT_REGION": "us-east-1",
-    "AWS_REGION": "us-east-1",
-}
-
 
 @pytest.fixture(scope="session")
 def moto_endpoint() -> Iterator[str]:
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    with pytest.MonkeyPatch.context() as patch:
-        atomic_conditional_writes(patch)
-        batch_entries_keep_their_trace_header(patch.setattr)
-        server.start()
-        host, port = server.get_host_and_port()
-        yield f"http://{host}:{port}"
-        server.stop()
-
-
-def atomic_conditional_writes(patch: pytest.MonkeyPatch) -> None:
-    """Make moto's DynamoDB writes atomic, as DynamoDB's are.
-
-    moto checks a write's ConditionExpression and then writes, with no lock in between,
-    while its server answers each request on its own thread: two concurrent claims of one
-    ``state`` item can both pass their condition, which DynamoDB never allows. The race
-    tests are about the worker's conditions, not that gap, so the server's writes are
-    serialised (this server runs in the test process).
-    """
-    from moto.dynamodb.models import DynamoDBBackend
-
-    lock = threading.Lock()
-    for name in ("put_item", "update_item", "delete_item", "transact_write_items"):
-        unlocked = getattr(DynamoDBBackend, name)
-
-        def locked(*args: Any, _unlocked: Any = unlocked, **kwargs: Any) -> Any:
-            with lock:
-                return _unlocked(*args, **kwargs)
-
-        patch.setattr(DynamoDBBackend, name, locked)
+    """One moto server for the session, patched where moto differs from the services in a
+    way the tests depend on (``localaws.moto``: atomic conditional writes, batch entries
+    keeping their trace header); the patches are undone at the end."""
+    with pytest.MonkeyPatch.context() as patch, threaded_moto(patch.setattr) as endpoint:
+        yield endpoint
 
 
 @dataclass
@@ -93,9 +58,7 @@ class Stack:
     def process_env(self, **extra: str) -> dict[str, str]:
         """Environment for a ``worker run`` subprocess pointed at this stack."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-        env.update(
-            CREDENTIALS, AWS_ENDPOINT_URL=self.endpoint, RECEIVE_WAIT_SECONDS="1", HEALTH_FILE=""
-        )
+        env.update(aws_environ(self.endpoint), RECEIVE_WAIT_SECONDS="1", HEALTH_FILE="")
         env.update(self.env)
         env.update(extra)
         return env
@@ -250,7 +213,7 @@ class Stack:
     async def with_resources(self, resources: Resources) -> Stack:
         """Another set of the contract's resources on the same server (other names)."""
         env = await create_resources(
-            self.clients.sqs, self.clients.dynamodb, self.clients.s3, resources, region="us-east-1"
+            self.clients.sqs, self.clients.dynamodb, self.clients.s3, resources, region=REGION
         )
         return Stack(endpoint=self.endpoint, env=env, clients=self.clients, resources=resources)
 
@@ -258,8 +221,7 @@ class Stack:
 @pytest.fixture
 def fresh_moto(moto_endpoint: str) -> str:
     """The session's moto server with every resource of earlier tests gone."""
-    request = urllib.request.Request(f"{moto_endpoint}/moto-api/reset", method="POST")
-    urllib.request.urlopen(request).close()
+    reset_moto(moto_endpoint)
     return moto_endpoint
 
 
@@ -271,7 +233,7 @@ async def stack(fresh_moto: str, monkeypatch: pytest.MonkeyPatch) -> AsyncIterat
     monkeypatch.setenv("AWS_ENDPOINT_URL", moto_endpoint)
     async with aws_clients() as clients:
         env = await create_resources(
-            clients.sqs, clients.dynamodb, clients.s3, Resources(), region="us-east-1"
+            clients.sqs, clients.dynamodb, clients.s3, Resources(), region=REGION
         )
         yield Stack(endpoint=moto_endpoint, env=env, clients=clients)
 

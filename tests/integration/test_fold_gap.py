@@ -10,7 +10,7 @@ folding from the current mark up to ``through``, only forward).
 At every turn the gap is the messages after ``folded_through`` that are not in the
 payload's window: each such turn must log ``clerk.converse_history_fold_gap`` for
 exactly those seqs, and no two requests of a conversation may cover the same stretch.
-The process must agree turn for turn with the model of :mod:`bench.parts.fold_gap` (the
+The process must agree turn for turn with the model of :mod:`localaws.fold_model` (the
 worker's own pure functions fed as the stage feeds them), whose figures at lags 1, 3
 and 5, beside the single-request rule's, are in docs/BENCHMARKS.md.
 """
@@ -28,14 +28,14 @@ from typing import Any
 
 import pytest
 
-from bench.parts import fold_gap
+from localaws import fold_model
 from tests.integration.conftest import Stack
 from worker.adapters.dynamodb import STATE_KEY, message_key
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 LAGS = (0, 1, 2, 3)
-TURNS = fold_gap.TURNS  # >= 36
+TURNS = fold_model.TURNS  # >= 36
 GAP_EVENT = "clerk.converse_history_fold_gap"
 
 
@@ -45,9 +45,9 @@ class Conversation:
     profile: str
     lag: int
     messages: list[Any]
-    compactor: fold_gap.Compactor
+    compactor: fold_model.Compactor
     folded_through: int = 0
-    seen: list[fold_gap.Turn] = field(default_factory=list)
+    seen: list[fold_model.Turn] = field(default_factory=list)
 
 
 @dataclass
@@ -157,7 +157,7 @@ async def write_exchange(stack: Stack, conversations: list[Conversation], turn: 
 
 def observed_turn(
     c: Conversation, turn: int, prompt: dict[str, Any], requests: list[dict[str, Any]]
-) -> fold_gap.Turn:
+) -> fold_model.Turn:
     seqs = [m["seq"] for m in prompt["history"]]
     if turn > 1:  # the window is a contiguous suffix of what was stored
         assert seqs == list(range(seqs[0], 2 * turn - 1))
@@ -167,7 +167,7 @@ def observed_turn(
     gap = (c.folded_through + 1, oldest - 1) if oldest and oldest - 1 > c.folded_through else None
     assert len(requests) <= 1
     request = (requests[0]["folded_through"], requests[0]["through"]) if requests else None
-    return fold_gap.Turn(turn, c.folded_through, oldest, gap, request)
+    return fold_model.Turn(turn, c.folded_through, oldest, gap, request)
 
 
 async def test_the_fold_gap_while_the_compactor_lags(stack: Stack) -> None:
@@ -176,10 +176,10 @@ async def test_the_fold_gap_while_the_compactor_lags(stack: Stack) -> None:
             conversation_id=f"gap-{profile}-lag{lag}",
             profile=profile,
             lag=lag,
-            messages=fold_gap.conversation(profile, TURNS),
-            compactor=fold_gap.Compactor(lag),
+            messages=fold_model.conversation(profile, TURNS),
+            compactor=fold_model.Compactor(lag),
         )
-        for profile in fold_gap.PROFILES
+        for profile in fold_model.PROFILES
         for lag in LAGS
     ]
     by_id = {c.conversation_id: c for c in conversations}
@@ -220,7 +220,7 @@ async def test_the_fold_gap_while_the_compactor_lags(stack: Stack) -> None:
     gaps: dict[tuple[str, int], int] = {}
     for c in conversations:
         # The real process agrees with the model, turn for turn.
-        assert c.seen == fold_gap.simulate(c.messages, c.lag), c.conversation_id
+        assert c.seen == fold_model.simulate(c.messages, c.lag), c.conversation_id
         # Each gap is logged, for exactly its seqs; a turn without one logs none.
         for seen in c.seen:
             logged = logs.events[(c.conversation_id, f"t{seen.turn}")]
@@ -235,15 +235,15 @@ async def test_the_fold_gap_while_the_compactor_lags(stack: Stack) -> None:
         # No two requests cover the same stretch: each `through` above every earlier one.
         throughs = [seen.request[1] for seen in c.seen if seen.request is not None]
         assert throughs == sorted(set(throughs)), c.conversation_id
-        gaps[c.profile, c.lag] = fold_gap.Summary.of(c.seen).gap_message_turns
+        gaps[c.profile, c.lag] = fold_model.Summary.of(c.seen).gap_message_turns
 
-    for profile in fold_gap.PROFILES:
+    for profile in fold_model.PROFILES:
         assert gaps[profile, 0] == gaps[profile, 1] == 0, profile
     assert all(gaps["tiny", lag] == 0 for lag in LAGS)
     assert all(gaps[profile, lag] <= 4 for profile in ("medium", "mixed") for lag in LAGS)
     # Pastes with the fold three turns late: not none, but well under the single-request
     # rule's (docs/BENCHMARKS.md, "The fold gap").
-    single = fold_gap.Summary.of(
-        fold_gap.simulate(fold_gap.conversation("paste-heavy", TURNS), 3, "single")
+    single = fold_model.Summary.of(
+        fold_model.simulate(fold_model.conversation("paste-heavy", TURNS), 3, "single")
     )
     assert gaps["paste-heavy", 3] <= single.gap_message_turns // 2

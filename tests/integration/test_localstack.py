@@ -19,7 +19,6 @@ import contextlib
 import itertools
 import json
 import os
-import socket
 import subprocess
 import time
 import urllib.request
@@ -29,9 +28,9 @@ from typing import NamedTuple, NoReturn
 
 import pytest
 
+from localaws.endpoints import CREDENTIALS, free_port
 from tests.conftest import captured_logs
 from tests.integration.conftest import (
-    CREDENTIALS,
     Polls,
     Stack,
     body_of,
@@ -51,12 +50,6 @@ pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCALSTACK_PYTHON = ROOT / ".localstack" / "venv" / "bin" / "python"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def localstack_is_missing() -> NoReturn:

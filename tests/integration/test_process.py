@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.servers.netdelay import DelayProxy
+from localaws.proxy import TcpProxy
 from tests.integration.conftest import Stack, body_of, exchanges, running_worker
 
 pytestmark = pytest.mark.integration
@@ -35,7 +35,7 @@ async def test_sigterm_exits_zero_and_loses_nothing(stack: Stack) -> None:
     await asyncio.gather(
         *(stack.send_command(command_id=c, conversation_id="matter-s") for c in ids)
     )
-    proxy = DelayProxy(stack.endpoint, 0.2)
+    proxy = TcpProxy(stack.endpoint, 0.2)
     process = await asyncio.create_subprocess_exec(
         *WORKER,
         "run",

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
+from localaws.proxy import TcpProxy
 from tests.integration.conftest import Stack, body_of, exchanges, running_worker
-from tests.integration.faults import OutageProxy
 from worker.adapters.sqs import received_message
 from worker.cli.bootstrap import Resources
 from worker.cli.runtime import build_stage
@@ -168,7 +168,7 @@ async def test_a_storage_outage_under_load_loses_nothing(
     stack = await stack.with_resources(
         Resources(prefix="outage", fifo_model_queue=fifo, converse_visibility_timeout=4)
     )
-    proxy = OutageProxy(stack.endpoint)
+    proxy = TcpProxy(stack.endpoint)
     monkeypatch.setenv("AWS_ENDPOINT_URL", await proxy.start())
     ids = [f"c-{i:02d}" for i in range(80)]
     for i in range(8):

@@ -13,7 +13,7 @@ can stay on moto through ``AWS_ENDPOINT_URL``.
 
 Smoke check (install, start, create a table, put and query an item, stop)::
 
-    .venv/bin/python -m bench.servers.dynalite
+    .venv/bin/python -m localaws.dynalite
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -32,21 +31,15 @@ from typing import IO, Any
 
 import boto3
 from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError
 
+from localaws.endpoints import DUMMY_CLIENT_ARGS, HOST, free_port, wait_until_answering
+from localaws.moto import stop
+from worker.adapters.dynamodb import history_page_query
 from worker.cli.bootstrap import history_table_definition
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DIR = REPO_ROOT / ".bench" / "dynalite"
 PACKAGE = "dynalite@4"
-HOST = "127.0.0.1"
-
-#: Dummy credentials and region: dynalite accepts any, botocore insists on some.
-DUMMY_CLIENT_ARGS: dict[str, str] = {
-    "aws_access_key_id": "testing",
-    "aws_secret_access_key": "testing",
-    "region_name": "us-east-1",
-}
 
 _PROBE_CONFIG = Config(
     connect_timeout=0.5, read_timeout=2, retries={"max_attempts": 1, "mode": "standard"}
@@ -83,14 +76,6 @@ def ensure_installed(install_dir: Path = DEFAULT_DIR) -> Path:
     return binary
 
 
-def free_port(host: str = HOST) -> int:
-    """A port nothing listens on right now (the usual small race applies)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def dynamodb_client(endpoint: str, config: Config | None = None) -> Any:
     """A boto3 DynamoDB client for ``endpoint`` with dummy credentials."""
     return boto3.client("dynamodb", endpoint_url=endpoint, config=config, **DUMMY_CLIENT_ARGS)
@@ -101,35 +86,12 @@ def wait_until_ready(
 ) -> None:
     """Wait for the port to accept connections, then for ``ListTables`` to succeed."""
     client = dynamodb_client(endpoint, _PROBE_CONFIG)
-    host, port = endpoint.removeprefix("http://").rsplit(":", 1)
-    deadline = time.perf_counter() + timeout
-    while True:
-        if process.poll() is not None:
-            raise DynaliteError(f"dynalite exited with code {process.returncode} while starting")
-        try:
-            with socket.create_connection((host, int(port)), timeout=0.5):
-                pass
-            client.list_tables(Limit=1)
-        except (OSError, BotoCoreError, ClientError):
-            if time.perf_counter() > deadline:
-                raise DynaliteError(
-                    f"dynalite did not answer on {endpoint} in {timeout} s"
-                ) from None
-            time.sleep(0.01)
-        else:
-            return
-
-
-def stop(process: subprocess.Popen[bytes], grace: float = 5.0) -> None:
-    """SIGTERM, then SIGKILL if it has not exited within ``grace`` seconds."""
-    if process.poll() is not None:
-        return
-    process.terminate()
     try:
-        process.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
+        wait_until_answering(
+            endpoint, process, lambda: client.list_tables(Limit=1), timeout=timeout, name="dynalite"
+        )
+    except RuntimeError as exc:
+        raise DynaliteError(str(exc)) from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,18 +175,7 @@ def _smoke(endpoint: str) -> dict[str, float]:
     )
     timings["put_item_s"] = (time.perf_counter() - start) / 3
     start = time.perf_counter()
-    response = client.query(
-        TableName="history-smoke",
-        KeyConditionExpression="pk = :pk AND sk BETWEEN :first AND :state",
-        ExpressionAttributeValues={
-            ":pk": {"S": "matter-1187"},
-            ":first": {"S": "msg#"},
-            ":state": {"S": "state"},
-        },
-        ScanIndexForward=False,
-        Limit=27,
-        ConsistentRead=True,
-    )
+    response = client.query(**history_page_query("history-smoke", "matter-1187", 27))
     timings["query_s"] = time.perf_counter() - start
     keys = [item["sk"]["S"] for item in response["Items"]]
     expected = ["state", "msg#000000000002", "msg#000000000001"]

@@ -1,10 +1,11 @@
 """The alternative the stage does not use: the cache-aligned window's anchor replayed from
 the history alone, with no state beyond the fold mark.
 
-Kept beside :mod:`worker.memory.cache_aligned` because the benchmark measures it against the
-stored anchor (``bench/parts/cache_sim.py``): it needs no write, but reads up to two pages a
-turn and, re-anchoring from where the fold was requested rather than where it landed, sees
-less history for a larger bill (README, "Cutting the model's bill"). Pure, like its sibling.
+It lives in the benchmark, which measures it against the stored anchor
+(``bench/parts/cache_sim.py``), not in the worker, which never runs it: it needs no write,
+but reads up to two pages a turn and, re-anchoring from where the fold was requested rather
+than where it landed, sees less history for a larger bill (README, "Cutting the model's
+bill"). Pure, like :mod:`worker.memory.cache_aligned`, whose window it replays.
 """
 
 from __future__ import annotations

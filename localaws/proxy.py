@@ -1,6 +1,8 @@
-"""A latency-injecting endpoint: a TCP proxy on 127.0.0.1 that adds a fixed network round
-trip to every HTTP request/response exchange it carries.
+"""The one TCP proxy of the tests and the benchmark: on 127.0.0.1 in front of a local
+server, it adds a fixed network round trip to every HTTP request/response exchange it
+carries (``round_trip``), and it can be cut and restored like an endpoint that goes down.
 
+**Latency.**
 The local servers answer in microseconds of network and milliseconds of their own CPU; AWS
 answers over a network whose round trips are what a sequential consumer waits on. This
 proxy puts that round trip back: half of it before a request is passed on, half before its
@@ -16,9 +18,13 @@ the first bytes the server sends after that. A request's further bytes (a large 
 several reads) and a response's are passed on at once, in order, behind the delayed
 first ones.
 
-Run as its own process, so its CPU is measured apart from everything else::
+**Outage.** :meth:`TcpProxy.cut` aborts every open connection and stops listening, so new
+ones are refused, as an endpoint that went down would; :meth:`TcpProxy.restore` listens on
+the same port again.
 
-    python -m bench.servers.netdelay --route http://127.0.0.1:5000=12 --route http://127.0.0.1:8000=5
+Run as its own process (the benchmark does, so its CPU is measured apart)::
+
+    python -m localaws.proxy --route http://127.0.0.1:5000=12 --route http://127.0.0.1:8000=5
 
 prints one JSON line ``{"endpoints": {"<target>": "<proxy url>", ...}}`` once it listens,
 and serves until SIGTERM. uvloop is used when it is installed (less CPU per exchange).
@@ -50,14 +56,15 @@ class _Exchange:
     awaiting: bool = False
 
 
-class DelayProxy:
+class TcpProxy:
     """Forwards ``127.0.0.1:<port>`` to ``target``; each exchange takes ``round_trip``
-    seconds more. ``sleep`` is injectable: a test records the delays instead of waiting."""
+    seconds more (none by default). ``sleep`` is injectable: a test records the delays
+    instead of waiting."""
 
     def __init__(
         self,
         target: str,
-        round_trip: float,
+        round_trip: float = 0.0,
         *,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
@@ -69,21 +76,36 @@ class DelayProxy:
         self._sleep = sleep
         self._server: asyncio.Server | None = None
         self._port = 0
+        self._writers: set[asyncio.StreamWriter] = set()
         self.connections = 0
         self.exchanges = 0
+        self.cuts = 0
 
     @property
     def endpoint(self) -> str:
         return f"http://{HOST}:{self._port}"
 
     async def start(self) -> str:
-        self._server = await asyncio.start_server(self._serve, HOST, 0)
+        """Listen (on the port of a previous start, if any: a restore keeps the endpoint)."""
+        self._server = await asyncio.start_server(self._serve, HOST, self._port, reuse_address=True)
         self._port = self._server.sockets[0].getsockname()[1]
         return self.endpoint
 
+    async def cut(self) -> None:
+        """The endpoint goes down: open connections are reset, new ones refused."""
+        self.cuts += 1
+        await self.close()
+
+    async def restore(self) -> None:
+        """The endpoint comes back, on the same port."""
+        await self.start()
+
     async def close(self) -> None:
+        """Stop listening and abort every connection carried."""
         if self._server is not None:
             self._server.close()
+            for writer in list(self._writers):
+                writer.transport.abort()
             await self._server.wait_closed()
             self._server = None
 
@@ -97,6 +119,7 @@ class DelayProxy:
             return
         self.connections += 1
         exchange = _Exchange()
+        self._writers.update((writer, up_writer))
         try:
             await asyncio.gather(
                 self._requests(reader, up_writer, exchange),
@@ -104,29 +127,44 @@ class DelayProxy:
             )
         finally:
             for end in (writer, up_writer):
+                self._writers.discard(end)
                 end.transport.abort()
 
     async def _requests(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, exchange: _Exchange
     ) -> None:
-        with contextlib.suppress(ConnectionError, OSError):
-            while chunk := await reader.read(CHUNK):
-                if exchange.answered:  # the first bytes of a new request
-                    exchange.answered, exchange.awaiting = False, True
-                    self.exchanges += 1
-                    await self._sleep(self._half)
-                writer.write(chunk)
-                await writer.drain()
-        with contextlib.suppress(Exception):
-            writer.write_eof()
+        def begins(exchange: _Exchange) -> bool:
+            if not exchange.answered:
+                return False
+            exchange.answered, exchange.awaiting = False, True  # the first bytes of a request
+            self.exchanges += 1
+            return True
+
+        await self._carry(reader, writer, exchange, begins)
 
     async def _responses(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, exchange: _Exchange
     ) -> None:
+        def begins(exchange: _Exchange) -> bool:
+            if not exchange.awaiting:
+                return False
+            exchange.awaiting, exchange.answered = False, True  # the first bytes of its answer
+            return True
+
+        await self._carry(reader, writer, exchange, begins)
+
+    async def _carry(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        exchange: _Exchange,
+        begins: Callable[[_Exchange], bool],
+    ) -> None:
+        """Pass one direction's bytes on, half a round trip late wherever ``begins`` says a
+        request (or its response) starts, until the sender closes or a cut resets it."""
         with contextlib.suppress(ConnectionError, OSError):
             while chunk := await reader.read(CHUNK):
-                if exchange.awaiting:  # the first bytes of the response
-                    exchange.awaiting, exchange.answered = False, True
+                if begins(exchange) and self._half:
                     await self._sleep(self._half)
                 writer.write(chunk)
                 await writer.drain()
@@ -143,7 +181,7 @@ def parse_route(text: str) -> tuple[str, float]:
 
 
 async def serve(routes: Sequence[tuple[str, float]]) -> None:
-    proxies = [DelayProxy(target, round_trip) for target, round_trip in routes]
+    proxies = [TcpProxy(target, round_trip) for target, round_trip in routes]
     endpoints = {proxy.target: await proxy.start() for proxy in proxies}
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
