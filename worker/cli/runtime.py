@@ -48,12 +48,13 @@ log = get_logger()
 
 
 #: botocore's retries, for every call but the receive: standard mode (adaptive's client-side
-#: rate limiter would also delay the receive and the lease extensions, which share the
-#: client), three attempts (docs/RELIABILITY.md, "botocore's retries").
-RETRIES = {"mode": "standard", "max_attempts": 3}
-#: The receive's: none. A failed receive is backed off by the receive loop, and a retried
-#: long poll could outlive the stop's "wait + 2 s" bound.
-RECEIVE_RETRIES = {"mode": "standard", "max_attempts": 1}
+#: rate limiter would also delay the lease extensions and deletes, which share the client),
+#: four attempts in all. (This was spelled ``max_attempts: 3``, which botocore reads as
+#: three *retries*; docs/RELIABILITY.md, "botocore's retries".)
+RETRIES: dict[str, Any] = {"mode": "standard", "total_max_attempts": 4}
+#: The receive's: one attempt. A failed receive is backed off by the receive loop, and a
+#: retried long poll could outlive the stop's "wait + 2 s" bound.
+RECEIVE_RETRIES: dict[str, Any] = {"mode": "standard", "total_max_attempts": 1}
 
 
 @dataclass(frozen=True, slots=True)
