@@ -33,9 +33,10 @@ repeatable), from when it is injected until it is cleared or its ``until`` (on t
 clock, injectable) passes. Tests switch faults on and off explicitly; the benchmark uses
 windows. Every request is counted by (service, operation), passed on or answered.
 
-What it cannot imitate: DynamoDB's per-partition throttling (it throttles by operation, not
-by key), and a 5xx returned *after* the service executed the request (an answered request
-never reaches the server).
+``after=True`` passes the request on first and then answers the error: the service executed
+it and the caller never heard (a 5xx after the fact). What it cannot imitate: DynamoDB's
+per-partition throttling (it throttles by operation, not by key), nor which requests a real
+service executes before a 5xx (with ``after`` every answered one was).
 
 Run alone (the benchmark)::
 
@@ -122,6 +123,9 @@ class Fault:
     share: float = 1.0
     queue: str | None = None
     until: float | None = None
+    #: Pass the request on first, then answer the error: the service executed it and the
+    #: caller never heard (a 5xx after the fact, a lost response).
+    after: bool = False
 
     def __post_init__(self) -> None:
         if self.error != "unprocessed" and (self.service, self.error) not in ERRORS:
@@ -267,6 +271,8 @@ class FaultProxy:
                 if request.target.startswith(CONTROL_PREFIX):
                     status, headers, body = self._control(request)
                 elif (fault := self._fault_for(request)) is not None:
+                    if fault.after:
+                        await self._forward(request)
                     status, headers, body = error_response(fault, request)
                 else:
                     status, headers, body = await self._forward(request)

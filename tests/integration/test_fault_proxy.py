@@ -231,3 +231,18 @@ async def test_the_workers_receive_is_never_retried_and_its_other_calls_are(
             assert proxy.snapshot().of("sqs", "SendMessage") == (4, 4)
     finally:
         await proxy.close()
+
+
+def test_a_5xx_after_the_fact_executes_every_attempt(stack: Stack, threaded: FaultProxy) -> None:
+    """``after``: the send reaches SQS each time and is answered 500 each time, so the
+    caller's retries leave one copy per attempt (the residual window of a lost response)."""
+    client = boto3.client("sqs", endpoint_url=threaded.endpoint, config=RETRIES)
+    url = stack.env["MODEL_QUEUE_URL"]
+    threaded.inject(Fault("sqs", "server", operations=("SendMessage",), after=True))
+    with pytest.raises(ClientError):
+        client.send_message(QueueUrl=url, MessageBody="{}")
+    direct = boto3.client("sqs", endpoint_url=stack.endpoint)
+    attributes = direct.get_queue_attributes(
+        QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"]
+    )
+    assert attributes["Attributes"]["ApproximateNumberOfMessages"] == "3"
