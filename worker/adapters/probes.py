@@ -10,8 +10,16 @@ from worker.adapters.errors import aws_call
 PROBE_KEY = {"pk": {"S": "probe#converse-stage"}, "sk": {"S": "probe"}}
 
 
-async def probe_table(client: Any, table: str) -> None:
+class TableProbe:
     """One eventually consistent GetItem of a key that is never written: half a read unit,
     on the data plane a throttled table refuses (DescribeTable would not show it)."""
-    with aws_call("dynamodb.GetItem"):
-        await client.get_item(TableName=table, Key=PROBE_KEY, ProjectionExpression="pk")
+
+    def __init__(self, client: Any, table: str) -> None:
+        self._client = client
+        self._table = table
+
+    async def __call__(self) -> None:
+        with aws_call("dynamodb.GetItem"):
+            await self._client.get_item(
+                TableName=self._table, Key=PROBE_KEY, ProjectionExpression="pk"
+            )

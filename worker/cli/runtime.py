@@ -7,7 +7,6 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ from opentelemetry.trace import TracerProvider
 
 from worker.adapters.dynamodb import DynamoHistoryStore
 from worker.adapters.ledger import DynamoCommandLedger
-from worker.adapters.probes import probe_table
+from worker.adapters.probes import TableProbe
 from worker.adapters.s3 import S3ObjectStore
 from worker.adapters.sqs import QueueDescription, SqsQueue
 from worker.cli.batched_turns import batched_turns
@@ -252,7 +251,7 @@ async def run_worker(
             policy=settings.consumer_policy(visibility_timeout=visibility),
             telemetry=ops.telemetry,
             liveness=ops.liveness,
-            probes={"dynamodb": partial(probe_table, clients.dynamodb, settings.history_table)},
+            probes={"dynamodb": TableProbe(clients.dynamodb, settings.history_table)},
         )
         try:
             await consumer.run(stopping)
