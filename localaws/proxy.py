@@ -55,6 +55,20 @@ class _Exchange:
     answered: bool = True
     awaiting: bool = False
 
+    def begin_request(self) -> bool:
+        """Whether the client's next bytes begin a new request (the last was answered)."""
+        if not self.answered:
+            return False
+        self.answered, self.awaiting = False, True
+        return True
+
+    def begin_response(self) -> bool:
+        """Whether the server's next bytes begin the answer to the request sent."""
+        if not self.awaiting:
+            return False
+        self.awaiting, self.answered = False, True
+        return True
+
 
 class TcpProxy:
     """Forwards ``127.0.0.1:<port>`` to ``target``; each exchange takes ``round_trip``
@@ -120,51 +134,33 @@ class TcpProxy:
         self.connections += 1
         exchange = _Exchange()
         self._writers.update((writer, up_writer))
+
+        def request_begins() -> bool:
+            began = exchange.begin_request()
+            self.exchanges += began
+            return began
+
         try:
             await asyncio.gather(
-                self._requests(reader, up_writer, exchange),
-                self._responses(up_reader, writer, exchange),
+                self._carry(reader, up_writer, request_begins),
+                self._carry(up_reader, writer, exchange.begin_response),
             )
         finally:
             for end in (writer, up_writer):
                 self._writers.discard(end)
                 end.transport.abort()
 
-    async def _requests(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, exchange: _Exchange
-    ) -> None:
-        def begins(exchange: _Exchange) -> bool:
-            if not exchange.answered:
-                return False
-            exchange.answered, exchange.awaiting = False, True  # the first bytes of a request
-            self.exchanges += 1
-            return True
-
-        await self._carry(reader, writer, exchange, begins)
-
-    async def _responses(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, exchange: _Exchange
-    ) -> None:
-        def begins(exchange: _Exchange) -> bool:
-            if not exchange.awaiting:
-                return False
-            exchange.awaiting, exchange.answered = False, True  # the first bytes of its answer
-            return True
-
-        await self._carry(reader, writer, exchange, begins)
-
     async def _carry(
         self,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
-        exchange: _Exchange,
-        begins: Callable[[_Exchange], bool],
+        begins: Callable[[], bool],
     ) -> None:
         """Pass one direction's bytes on, half a round trip late wherever ``begins`` says a
         request (or its response) starts, until the sender closes or a cut resets it."""
         with contextlib.suppress(ConnectionError, OSError):
             while chunk := await reader.read(CHUNK):
-                if begins(exchange) and self._half:
+                if begins() and self._half:
                     await self._sleep(self._half)
                 writer.write(chunk)
                 await writer.drain()

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Literal, Protocol
+from typing import Literal, Protocol, Required, TypedDict, Unpack
 
 from worker.memory import FoldState, HistoryMessage
 from worker.memory.cache_aligned import WindowAnchor
@@ -157,15 +157,18 @@ class WindowAnchors(Protocol):
         ...
 
 
+class SendOptions(TypedDict, total=False):
+    """How a message is addressed, besides its body: the keyword arguments of every
+    :meth:`MessageSender.send`. ``group_id`` and ``deduplication_id`` are the FIFO
+    queue's (a standard queue ignores them); ``attributes`` its message attributes."""
+
+    group_id: Required[str]
+    deduplication_id: Required[str]
+    attributes: Mapping[str, str | int] | None
+
+
 class MessageSender(Protocol):
-    async def send(
-        self,
-        body: str,
-        *,
-        group_id: str,
-        deduplication_id: str,
-        attributes: Mapping[str, str | int] | None = None,
-    ) -> str:
+    async def send(self, body: str, **options: Unpack[SendOptions]) -> str:
         """Send one message; returns its message id."""
         ...
 

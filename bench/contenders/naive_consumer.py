@@ -22,7 +22,7 @@ import boto3
 from botocore.config import Config
 
 from bench.contenders.callcount import CallCounter, install_snapshot_handler
-from worker.adapters.dynamodb import history_page_query
+from worker.adapters.dynamodb import history_page, history_page_query
 from worker.errors import RejectedCommand
 from worker.memory import FoldState, HistoryMessage, bound_history, render_converse
 from worker.settings import load_settings
@@ -31,23 +31,10 @@ from worker.turn.commands import encode_body, parse_command, prompt_payload
 
 def load_page(
     dynamodb: Any, table: str, conversation_id: str, limit: int
-) -> tuple[FoldState, list[HistoryMessage]]:
-    response = dynamodb.query(**history_page_query(table, conversation_id, limit))
-    state = FoldState()
-    messages = []
-    for item in response["Items"]:
-        if item["sk"]["S"] == "state":
-            summary = item.get("fold_summary", {}).get("S")
-            state = FoldState(
-                folded_through=int(item.get("folded_through", {"N": "0"})["N"]), summary=summary
-            )
-        else:
-            messages.append(
-                HistoryMessage(
-                    seq=int(item["seq"]["N"]), role=item["role"]["S"], content=item["content"]["S"]
-                )
-            )
-    return state, messages
+) -> tuple[FoldState, tuple[HistoryMessage, ...]]:
+    """The stage's Query, its answer read by the stage's own parser."""
+    page = history_page(dynamodb.query(**history_page_query(table, conversation_id, limit)))
+    return page.state, page.messages
 
 
 def main() -> int:

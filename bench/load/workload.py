@@ -15,7 +15,6 @@ the same conversations and the same commands.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
 import random
@@ -24,7 +23,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from worker.adapters.dynamodb import STATE_KEY, message_key
+from worker.adapters.history_writer import message_item, write_items
+from worker.adapters.history_writer import state_item as history_state_item
 from worker.memory import (
     FoldLimits,
     FoldState,
@@ -153,45 +153,30 @@ def build_conversation(
     return conversation, messages
 
 
-def message_items(conversation_id: str, messages: Sequence[HistoryMessage]) -> list[dict[str, Any]]:
+#: When the benchmark's seeded messages were written (``created_at``).
+SEEDED_AT = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
+
+
+def message_items(conversation_id: str, messages: Sequence[HistoryMessage]) -> list[Any]:
+    """The messages as the worker's one history writer lays them out."""
     return [
-        {
-            "pk": {"S": conversation_id},
-            "sk": {"S": message_key(m.seq)},
-            "seq": {"N": str(m.seq)},
-            "role": {"S": m.role},
-            "content": {"S": m.content},
-            "created_at": {"S": "2026-11-30T09:00:00Z"},
-        }
+        message_item(conversation_id, m.seq, m.role, m.content, created_at=SEEDED_AT)
         for m in messages
     ]
 
 
-def state_item(conversation: Conversation) -> dict[str, Any]:
-    item: dict[str, Any] = {
-        "pk": {"S": conversation.conversation_id},
-        "sk": {"S": STATE_KEY},
-        "folded_through": {"N": str(conversation.state.folded_through)},
-    }
-    if conversation.state.summary is not None:
-        item["fold_summary"] = {"S": conversation.state.summary}
-    return item
+def state_item(conversation: Conversation) -> Any:
+    return history_state_item(
+        conversation.conversation_id,
+        folded_through=conversation.state.folded_through,
+        summary=conversation.state.summary,
+    )
 
 
-async def put_items(
-    dynamodb: Any, table: str, items: list[dict[str, Any]], parallel: int = 6
-) -> None:
-    """BatchWriteItem, 25 items a call, ``parallel`` calls at once, unprocessed items retried."""
-    semaphore = asyncio.Semaphore(parallel)
-
-    async def write(batch: list[dict[str, Any]]) -> None:
-        async with semaphore:
-            request: dict[str, Any] = {table: [{"PutRequest": {"Item": item}} for item in batch]}
-            while request:
-                response = await dynamodb.batch_write_item(RequestItems=request)
-                request = response.get("UnprocessedItems") or {}
-
-    await asyncio.gather(*(write(items[i : i + 25]) for i in range(0, len(items), 25)))
+async def put_items(dynamodb: Any, table: str, items: list[Any], parallel: int = 6) -> None:
+    """The worker's one history writer (25 items a call, unprocessed items sent again),
+    ``parallel`` calls at once."""
+    await write_items(dynamodb, table, items, parallel=parallel)
 
 
 async def seed(

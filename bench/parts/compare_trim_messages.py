@@ -52,7 +52,6 @@ from worker.memory import (
     WindowLimits,
     bound_history,
     estimate_tokens,
-    trim_message,
 )
 from worker.settings import Settings
 
@@ -91,7 +90,7 @@ class WindowCell:
     trimmed: int
     oldest_kept_seq: int | None
     estimated_tokens: int  # our estimate of what was kept, after trimming
-    closed_by: str  # why the window ends where it does, re-derived for the report
+    closed_by: str  # why the window ends where it does (``Window.closed_by``), in words
     read: int  # messages the window took from its input (it reads lazily)
 
 
@@ -168,29 +167,16 @@ def time_interleaved(
     return {label: timing_of(taken) for label, taken in rounds.items()}
 
 
-def closed_by(newest_first: Sequence[HistoryMessage], window: Window, limits: WindowLimits) -> str:
-    """Why the window ends where it does: re-derived from the next older exchange."""
-    if window.floor_overrode_budget:
-        return "the floor alone was over the budget"
-    exchange: list[HistoryMessage] = []
-    for message in newest_first[window.kept :]:
-        exchange.append(message)
-        if message.role == "user":
-            break
-    if not exchange:
-        return "the history ran out"
-    if window.kept + len(exchange) > limits.max_messages:
-        return (
-            f"the next whole exchange ({len(exchange)} messages) would have taken it past "
-            f"the {limits.max_messages}-message cap"
-        )
-    tokens = sum(
-        estimate_tokens(trim_message(m.content, limits.message_max_tokens)) for m in exchange
-    )
-    return (
-        f"the next whole exchange ({tokens:,} tokens) would have taken it past "
-        f"the {limits.max_tokens:,}-token budget"
-    )
+def closed_by(window: Window, limits: WindowLimits) -> str:
+    """Why the window ends where it does, in words, as the window itself reports it."""
+    return {
+        "floor": "the floor alone was over the budget",
+        "history": "the history ran out",
+        "messages": "the next whole exchange would have taken it past the "
+        f"{limits.max_messages}-message cap",
+        "tokens": "the next whole exchange would have taken it past the "
+        f"{limits.max_tokens:,}-token budget",
+    }[window.closed_by]
 
 
 def messages_read(newest_first: Sequence[HistoryMessage], limits: WindowLimits) -> int:
@@ -257,7 +243,7 @@ def measure(
             trimmed=window.trimmed,
             oldest_kept_seq=window.oldest_seq,
             estimated_tokens=window.estimated_tokens,
-            closed_by=closed_by(newest_first, window, limits),
+            closed_by=closed_by(window, limits),
             read=messages_read(newest_first, limits),
         ),
         trim_messages=TrimCell(

@@ -36,8 +36,8 @@ from bench.load.workload import (
     put_items,
     state_item,
 )
-from worker.adapters.dynamodb import DynamoHistoryStore, history_page_query
-from worker.memory import HistoryMessage, WindowLimits, bound_history
+from worker.adapters.dynamodb import DynamoHistoryStore, history_page, history_page_query
+from worker.memory import WindowLimits, bound_history
 from worker.settings import Settings
 
 Say = Callable[[str], None]
@@ -61,12 +61,6 @@ async def seed_lengths(
     return conversations
 
 
-def _as_message(item: dict[str, Any]) -> HistoryMessage | None:
-    if item["sk"]["S"] == "state":
-        return None
-    return HistoryMessage(int(item["seq"]["N"]), item["role"]["S"], item["content"]["S"])
-
-
 async def ours(dynamodb: Any, table: str, conversation_id: str, limits: WindowLimits) -> int:
     """The stage's history step: one page, then the window; returns messages kept."""
     store = DynamoHistoryStore(dynamodb, table)
@@ -88,14 +82,12 @@ async def load_all_and_trim(
     history = []
     while True:
         response = await dynamodb.query(**request)
-        for item in response["Items"]:
-            message = _as_message(item)
-            if message is not None:
-                history.append(
-                    HumanMessage(message.content)
-                    if message.role == "user"
-                    else AIMessage(message.content)
-                )
+        for message in history_page(response).messages:  # the stage's own item parser
+            history.append(
+                HumanMessage(message.content)
+                if message.role == "user"
+                else AIMessage(message.content)
+            )
         if "LastEvaluatedKey" not in response:
             break
         request["ExclusiveStartKey"] = response["LastEvaluatedKey"]

@@ -21,7 +21,8 @@ from opentelemetry.trace import TracerProvider
 from localaws.endpoints import CREDENTIALS, REGION, aws_environ
 from localaws.moto import reset_moto, threaded_moto
 from tests.converse_rules import assert_model_ready
-from worker.adapters.dynamodb import STATE_KEY, message_key
+from worker.adapters.dynamodb import STATE_KEY
+from worker.adapters.history_writer import message_item, state_item, write_items
 from worker.cli.bootstrap import Resources, create_resources, dead_letter_name
 from worker.cli.runtime import Clients, aws_clients, run_worker
 from worker.delivery.pointers import parse_pointer
@@ -83,42 +84,18 @@ class Stack:
     ) -> None:
         """Write (role, content) messages from ``first_seq`` on, and the state item if given."""
         items = [
-            {
-                "pk": {"S": conversation_id},
-                "sk": {"S": message_key(seq)},
-                "seq": {"N": str(seq)},
-                "role": {"S": role},
-                "content": {"S": content},
-            }
+            message_item(conversation_id, seq, role, content)
             for seq, (role, content) in enumerate(messages, start=first_seq)
         ]
         if folded_through is not None or summary is not None:
-            state: dict[str, Any] = {"pk": {"S": conversation_id}, "sk": {"S": STATE_KEY}}
-            if folded_through is not None:
-                state["folded_through"] = {"N": str(folded_through)}
-            if summary is not None:
-                state["fold_summary"] = {"S": summary}
-            items.append(state)
+            items.append(
+                state_item(conversation_id, folded_through=folded_through, summary=summary)
+            )
         await self.put_items(items)
 
     async def put_items(self, items: list[dict[str, Any]]) -> None:
-        table = self.env["HISTORY_TABLE"]
-        batches = [items[i : i + 25] for i in range(0, len(items), 25)]
-        semaphore = asyncio.Semaphore(8)
-
-        async def write(batch: list[dict[str, Any]]) -> None:
-            async with semaphore:
-                request = {table: [{"PutRequest": {"Item": item}} for item in batch]}
-                while request:
-                    response = await self.clients.dynamodb.batch_write_item(RequestItems=request)
-                    request = response.get("UnprocessedItems") or {}
-
-        # The first batch alone: moto creates a new partition key's item collection in a
-        # read-modify-write under Python-level hashing, so two batches writing a new key at
-        # once can lose one batch's items (seen: a 40-message seed read back as 25).
-        if batches:
-            await write(batches[0])
-        await asyncio.gather(*(write(b) for b in batches[1:]))
+        """The history items, through the one writer the demo and the benchmark use too."""
+        await write_items(self.clients.dynamodb, self.env["HISTORY_TABLE"], items, parallel=8)
 
     async def drain(
         self, env_name: str, *, expect: int | None = None, within: float = 60.0

@@ -30,7 +30,8 @@ import pytest
 
 from localaws import fold_model
 from tests.integration.conftest import Stack
-from worker.adapters.dynamodb import STATE_KEY, message_key
+from worker.adapters.dynamodb import STATE_KEY
+from worker.adapters.history_writer import message_item
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -142,13 +143,7 @@ async def serve_folds(stack: Stack, conversations: list[Conversation], turn: int
 async def write_exchange(stack: Stack, conversations: list[Conversation], turn: int) -> None:
     """The writer: counsel's question (the command's message) and its answer."""
     items = [
-        {
-            "pk": {"S": c.conversation_id},
-            "sk": {"S": message_key(m.seq)},
-            "seq": {"N": str(m.seq)},
-            "role": {"S": m.role},
-            "content": {"S": m.content},
-        }
+        message_item(c.conversation_id, m.seq, m.role, m.content)
         for c in conversations
         for m in c.messages[2 * turn - 2 : 2 * turn]
     ]

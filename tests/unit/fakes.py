@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Unpack
 
 from tests.conftest import settings as placeholder_settings
 from worker.memory import CompactionPlan, FoldState, HistoryMessage, Role
 from worker.memory.cache_aligned import WindowAnchor
-from worker.ports import CommandLedger, HistoryPage, MessageSender
+from worker.ports import CommandLedger, HistoryPage, MessageSender, SendOptions
 from worker.settings import Settings
 from worker.turn.stage import ConverseStage, History
 
@@ -29,14 +29,7 @@ class MemoryQueue:
     gate: asyncio.Event | None = None  # if given, a send waits for it
     reached: asyncio.Event = field(default_factory=asyncio.Event)  # a send has begun
 
-    async def send(
-        self,
-        body: str,
-        *,
-        group_id: str,
-        deduplication_id: str,
-        attributes: Mapping[str, str | int] | None = None,
-    ) -> str:
+    async def send(self, body: str, **options: Unpack[SendOptions]) -> str:
         self.reached.set()
         if self.gate is not None:
             await self.gate.wait()

@@ -1,19 +1,37 @@
-"""DynamoDB: the history table of the contract, read with one Query per turn."""
+"""DynamoDB: the history table of the contract, read with one Query per turn.
+
+Every request is built by a pure module-level function (``history_page_query``,
+``anchor_request``, ``fold_claim_request``, ``fold_release_request``) that the store calls
+and that the benchmark's replay calls too, so "the stage's own requests" stay the stage's.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, TypeAlias
 
 from worker.adapters.errors import aws_call
 from worker.memory import CompactionPlan, FoldState, HistoryMessage
 from worker.memory.cache_aligned import WindowAnchor
+from worker.memory.window import Role
 from worker.ports import HistoryPage
+
+if TYPE_CHECKING:  # the stubs are a dev dependency: nothing of them runs
+    from types_aiobotocore_dynamodb import DynamoDBClient
+    from types_aiobotocore_dynamodb.type_defs import (
+        AttributeValueTypeDef,
+        QueryInputTypeDef,
+        QueryOutputTypeDef,
+        UpdateItemInputTypeDef,
+    )
+
+    #: An item as DynamoDB's low-level API spells it: attribute name → typed value.
+    Item: TypeAlias = Mapping[str, AttributeValueTypeDef]
 
 STATE_KEY = "state"
 MESSAGE_PREFIX = "msg#"
-_ROLES = ("user", "assistant")
+_ROLES: dict[str, Role] = {"user": "user", "assistant": "assistant"}
 #: The cache-aligned window's anchor on the ``state`` item (written by this stage only).
 ANCHOR_SET = "window_anchor = :anchor, window_anchor_folded_through = :anchor_folded"
 
@@ -27,13 +45,18 @@ def rfc3339(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def state_key(conversation_id: str) -> dict[str, AttributeValueTypeDef]:
+    """The key of a conversation's ``state`` item."""
+    return {"pk": {"S": conversation_id}, "sk": {"S": STATE_KEY}}
+
+
 def history_page_query(
     table: str, conversation_id: str, limit: int, *, older_than: str | None = None
-) -> dict[str, Any]:
+) -> QueryInputTypeDef:
     """The Query of one turn: ``state`` (it sorts after every ``msg#``), then the newest
     messages; ``cmd#`` records and other item kinds fall outside the key range. With
     ``older_than`` (a sort key), the page that continues below that key."""
-    query: dict[str, Any] = {
+    query: QueryInputTypeDef = {
         "TableName": table,
         "KeyConditionExpression": "pk = :pk AND sk BETWEEN :first AND :state",
         "ExpressionAttributeValues": {
@@ -50,10 +73,106 @@ def history_page_query(
     return query
 
 
+def anchor_request(
+    table: str, conversation_id: str, anchor: WindowAnchor
+) -> UpdateItemInputTypeDef:
+    """Set the window's anchor on ``state`` (created if missing), nothing else."""
+    return {
+        "TableName": table,
+        "Key": state_key(conversation_id),
+        "UpdateExpression": f"SET {ANCHOR_SET}",
+        "ExpressionAttributeValues": _anchor_values(anchor),
+    }
+
+
+def fold_claim_request(
+    table: str,
+    conversation_id: str,
+    through: int,
+    *,
+    seen: FoldState,
+    now: datetime,
+    anchor: WindowAnchor | None = None,
+) -> UpdateItemInputTypeDef:
+    """The fold claim: the request mark set to ``through`` if its version is still the one
+    ``seen`` holds (:meth:`DynamoHistoryStore.claim_compaction` says why); with ``anchor``,
+    the window's anchor in the same write."""
+    condition, values = _mark_unchanged(seen)
+    update = (
+        "SET compaction_requested_through = :through, "
+        "compaction_requested_at = :now, compaction_request_version = :claimed"
+    )
+    if anchor is not None:
+        update += f", {ANCHOR_SET}"
+        values = {**values, **_anchor_values(anchor)}
+    return {
+        "TableName": table,
+        "Key": state_key(conversation_id),
+        "UpdateExpression": update,
+        "ConditionExpression": condition,
+        "ExpressionAttributeValues": {
+            ":through": {"N": str(through)},
+            ":now": {"S": rfc3339(now)},
+            ":claimed": {"N": str(seen.request_version + 1)},
+            **values,
+        },
+    }
+
+
+def fold_release_request(
+    table: str, conversation_id: str, through: int, *, seen: FoldState, claimed_at: datetime
+) -> UpdateItemInputTypeDef:
+    """Put back the mark ``seen`` held, if the mark is still the claim made at ``claimed_at``."""
+    update, values = _restore_mark(seen)
+    return {
+        "TableName": table,
+        "Key": state_key(conversation_id),
+        "UpdateExpression": update,
+        "ConditionExpression": "compaction_request_version = :claimed"
+        " AND compaction_requested_through = :through"
+        " AND compaction_requested_at = :at",
+        "ExpressionAttributeValues": {
+            ":claimed": {"N": str(seen.request_version + 1)},
+            ":through": {"N": str(through)},
+            ":at": {"S": rfc3339(claimed_at)},
+            **values,
+        },
+    }
+
+
+def history_page(response: QueryOutputTypeDef) -> HistoryPage:
+    """A history Query's answer as the stage reads it: the ``state`` item's fold state and
+    anchor, the well-formed messages newest first, one reason per malformed message item,
+    and where the next older page starts (DynamoDB's ``LastEvaluatedKey``), if it stopped
+    at the limit."""
+    state = FoldState()
+    anchor: WindowAnchor | None = None
+    messages: list[HistoryMessage] = []
+    malformed: list[str] = []
+    for item in response.get("Items", []):
+        sk = item.get("sk", {}).get("S", "")
+        if sk == STATE_KEY:
+            state, anchor = _fold_state(item), window_anchor(item)
+            continue
+        parsed = _history_message(item)
+        if isinstance(parsed, str):
+            malformed.append(parsed)
+        else:
+            messages.append(parsed)
+    older = response.get("LastEvaluatedKey", {}).get("sk", {}).get("S")
+    return HistoryPage(
+        state=state,
+        messages=tuple(messages),
+        malformed=tuple(malformed),
+        older=older,
+        anchor=anchor,
+    )
+
+
 class DynamoHistoryStore:
     """Implements HistoryStore, FoldClaims and WindowAnchors over the contract's table layout."""
 
-    def __init__(self, client: Any, table: str) -> None:
+    def __init__(self, client: DynamoDBClient, table: str) -> None:
         self._client = client
         self._table = table
 
@@ -67,38 +186,12 @@ class DynamoHistoryStore:
             response = await self._client.query(
                 **history_page_query(self._table, conversation_id, limit, older_than=older_than)
             )
-        state = FoldState()
-        anchor: WindowAnchor | None = None
-        messages: list[HistoryMessage] = []
-        malformed: list[str] = []
-        for item in response.get("Items", []):
-            sk = item.get("sk", {}).get("S", "")
-            if sk == STATE_KEY:
-                state, anchor = _fold_state(item), window_anchor(item)
-                continue
-            parsed = _history_message(item)
-            if isinstance(parsed, str):
-                malformed.append(parsed)
-            else:
-                messages.append(parsed)
-        older = response.get("LastEvaluatedKey", {}).get("sk", {}).get("S")
-        return HistoryPage(
-            state=state,
-            messages=tuple(messages),
-            malformed=tuple(malformed),
-            older=older,
-            anchor=anchor,
-        )
+        return history_page(response)
 
     async def store_anchor(self, conversation_id: str, anchor: WindowAnchor) -> None:
         """Set the window's anchor on ``state`` (created if missing), nothing else."""
         with aws_call("dynamodb.UpdateItem"):
-            await self._client.update_item(
-                TableName=self._table,
-                Key={"pk": {"S": conversation_id}, "sk": {"S": STATE_KEY}},
-                UpdateExpression=f"SET {ANCHOR_SET}",
-                ExpressionAttributeValues=_anchor_values(anchor),
-            )
+            await self._client.update_item(**anchor_request(self._table, conversation_id, anchor))
 
     async def claim_compaction(
         self,
@@ -118,28 +211,12 @@ class DynamoHistoryStore:
         mark's version, a number bumped by every claim, so no time (nor its spelling) is
         compared here. With ``anchor``, the window's anchor rides the same write.
         """
-        condition, values = _mark_unchanged(seen)
-        update = (
-            "SET compaction_requested_through = :through, "
-            "compaction_requested_at = :now, compaction_request_version = :claimed"
+        request = fold_claim_request(
+            self._table, conversation_id, plan.through, seen=seen, now=now, anchor=anchor
         )
-        if anchor is not None:
-            update += f", {ANCHOR_SET}"
-            values = {**values, **_anchor_values(anchor)}
         with aws_call("dynamodb.UpdateItem"):
             try:
-                await self._client.update_item(
-                    TableName=self._table,
-                    Key={"pk": {"S": conversation_id}, "sk": {"S": STATE_KEY}},
-                    UpdateExpression=update,
-                    ConditionExpression=condition,
-                    ExpressionAttributeValues={
-                        ":through": {"N": str(plan.through)},
-                        ":now": {"S": rfc3339(now)},
-                        ":claimed": {"N": str(seen.request_version + 1)},
-                        **values,
-                    },
-                )
+                await self._client.update_item(**request)
             except self._client.exceptions.ConditionalCheckFailedException:
                 return False
         return True
@@ -148,37 +225,26 @@ class DynamoHistoryStore:
         self, conversation_id: str, plan: CompactionPlan, *, seen: FoldState, claimed_at: datetime
     ) -> None:
         """Put back the mark ``seen`` held, if the mark is still this caller's claim."""
-        update, values = _restore_mark(seen)
+        request = fold_release_request(
+            self._table, conversation_id, plan.through, seen=seen, claimed_at=claimed_at
+        )
         with aws_call("dynamodb.UpdateItem"):
             try:
-                await self._client.update_item(
-                    TableName=self._table,
-                    Key={"pk": {"S": conversation_id}, "sk": {"S": STATE_KEY}},
-                    UpdateExpression=update,
-                    ConditionExpression="compaction_request_version = :claimed"
-                    " AND compaction_requested_through = :through"
-                    " AND compaction_requested_at = :at",
-                    ExpressionAttributeValues={
-                        ":claimed": {"N": str(seen.request_version + 1)},
-                        ":through": {"N": str(plan.through)},
-                        ":at": {"S": rfc3339(claimed_at)},
-                        **values,
-                    },
-                )
+                await self._client.update_item(**request)
             except self._client.exceptions.ConditionalCheckFailedException:
                 return
 
 
-def _mark_unchanged(seen: FoldState) -> tuple[str, dict[str, dict[str, str]]]:
+def _mark_unchanged(seen: FoldState) -> tuple[str, dict[str, AttributeValueTypeDef]]:
     """The claim's one condition: the request mark's version is still the one read."""
     if seen.request_version == 0:
         return "attribute_not_exists(compaction_request_version)", {}
     return "compaction_request_version = :seen", {":seen": {"N": str(seen.request_version)}}
 
 
-def _restore_mark(seen: FoldState) -> tuple[str, dict[str, dict[str, str]]]:
+def _restore_mark(seen: FoldState) -> tuple[str, dict[str, AttributeValueTypeDef]]:
     """The update that puts back the request mark ``seen`` held (removed where it had none)."""
-    previous = {
+    previous: dict[str, AttributeValueTypeDef | None] = {
         "compaction_requested_through": (
             {"N": str(seen.requested_through)} if seen.requested_through is not None else None
         ),
@@ -200,14 +266,14 @@ def _restore_mark(seen: FoldState) -> tuple[str, dict[str, dict[str, str]]]:
     return " ".join(clauses), values
 
 
-def _anchor_values(anchor: WindowAnchor) -> dict[str, dict[str, str]]:
+def _anchor_values(anchor: WindowAnchor) -> dict[str, AttributeValueTypeDef]:
     return {
         ":anchor": {"N": str(anchor.seq)},
         ":anchor_folded": {"N": str(anchor.folded_through)},
     }
 
 
-def window_anchor(item: Mapping[str, Any]) -> WindowAnchor | None:
+def window_anchor(item: Item) -> WindowAnchor | None:
     """The anchor a ``state`` item holds; None when either attribute is missing or is not
     a whole number in range (the window then re-anchors, as on a first turn)."""
     seq = _whole_number(item, "window_anchor")
@@ -217,7 +283,7 @@ def window_anchor(item: Mapping[str, Any]) -> WindowAnchor | None:
     return WindowAnchor(seq=seq, folded_through=folded)
 
 
-def _whole_number(item: Mapping[str, Any], name: str) -> int | None:
+def _whole_number(item: Item, name: str) -> int | None:
     value = item.get(name)
     raw = value.get("N") if isinstance(value, Mapping) else None
     if not isinstance(raw, str):
@@ -228,12 +294,13 @@ def _whole_number(item: Mapping[str, Any], name: str) -> int | None:
         return None
 
 
-def _history_message(item: Mapping[str, Any]) -> HistoryMessage | str:
+def _history_message(item: Item) -> HistoryMessage | str:
     """A message, or the reason it is malformed (a reason, never its content)."""
-    role = item.get("role", {}).get("S")
-    if role is None:
+    stored = item.get("role", {}).get("S")
+    if stored is None:
         return "missing role"
-    if role not in _ROLES:
+    role = _ROLES.get(stored)
+    if role is None:
         return "unknown role"
     content = item.get("content", {})
     if "S" not in content:
@@ -244,7 +311,7 @@ def _history_message(item: Mapping[str, Any]) -> HistoryMessage | str:
     return HistoryMessage(seq=seq, role=role, content=content["S"])
 
 
-def _seq(item: Mapping[str, Any]) -> int | None:
+def _seq(item: Item) -> int | None:
     raw = item.get("seq", {}).get("N")
     if raw is not None:
         try:
@@ -255,7 +322,7 @@ def _seq(item: Mapping[str, Any]) -> int | None:
     return int(digits) if digits.isdigit() else None
 
 
-def _fold_state(item: Mapping[str, Any]) -> FoldState:
+def _fold_state(item: Item) -> FoldState:
     def number(name: str) -> int | None:
         raw = item.get(name, {}).get("N")
         return int(raw) if raw is not None else None

@@ -5,13 +5,17 @@ the send. The done mark after the send is a plain put of the whole ``done`` reco
 marks of concurrent turns can leave together in one BatchWriteItem
 (:class:`worker.delivery.done_marks.BatchingLedger`); a mark DynamoDB leaves unprocessed fails on
 its own, and the stage tries it again with its backoff.
+
+Every request is built by a pure module-level function (``claim_request``,
+``lease_request``, ``done_record``, ``done_marks_request``, ``command_get_request``) that
+the ledger calls and that the benchmark's replay calls too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING
 
 from worker.adapters.dynamodb import rfc3339
 from worker.adapters.errors import aws_call
@@ -19,11 +23,105 @@ from worker.delivery.done_marks import MAX_WRITE_BATCH, DoneMark
 from worker.errors import RetryableError, StoreUnavailable
 from worker.ports import CommandClaim
 
+if TYPE_CHECKING:  # the stubs are a dev dependency: nothing of them runs
+    from types_aiobotocore_dynamodb import DynamoDBClient
+    from types_aiobotocore_dynamodb.type_defs import (
+        AttributeValueTypeDef,
+        BatchWriteItemInputTypeDef,
+        GetItemInputTypeDef,
+        UpdateItemInputTypeDef,
+    )
+
 COMMAND_PREFIX = "cmd#"
 #: Command records outlive SQS's longest retention (14 days), then DynamoDB's TTL removes them.
 COMMAND_RECORD_TTL = timedelta(days=15)
 IN_PROGRESS = "in_progress"
 DONE = "done"
+
+
+def command_key(conversation_id: str, command_id: str) -> dict[str, AttributeValueTypeDef]:
+    """The key of a command's record, ``sk = cmd#<command_id>``."""
+    return {"pk": {"S": conversation_id}, "sk": {"S": COMMAND_PREFIX + command_id}}
+
+
+def claim_request(
+    table: str,
+    conversation_id: str,
+    command_id: str,
+    *,
+    owner: str,
+    lease: timedelta,
+    now: datetime,
+) -> UpdateItemInputTypeDef:
+    """The claim: the command new, or in progress under a lease that has expired, becomes
+    ``owner``'s until ``now + lease``; a refusal returns the record as it was."""
+    return {
+        "TableName": table,
+        "Key": command_key(conversation_id, command_id),
+        "UpdateExpression": "SET #status = :in_progress, lease_until = :until, "
+        "#owner = :owner, expires_at = :ttl, "
+        "attempts = if_not_exists(attempts, :zero) + :one",
+        "ConditionExpression": "attribute_not_exists(pk) OR "
+        "(#status = :in_progress AND lease_until < :now)",
+        "ExpressionAttributeNames": {"#status": "status", "#owner": "owner"},
+        "ExpressionAttributeValues": {
+            ":in_progress": {"S": IN_PROGRESS},
+            ":until": {"N": str(_epoch(now + lease))},
+            ":owner": {"S": owner},
+            ":ttl": {"N": str(_epoch(now + COMMAND_RECORD_TTL))},
+            ":zero": {"N": "0"},
+            ":one": {"N": "1"},
+            ":now": {"N": str(_epoch(now))},
+        },
+        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+    }
+
+
+def lease_request(
+    table: str, conversation_id: str, command_id: str, *, owner: str, until: int
+) -> UpdateItemInputTypeDef:
+    """Set ``lease_until`` (epoch seconds) if the command is still in progress under ``owner``."""
+    return {
+        "TableName": table,
+        "Key": command_key(conversation_id, command_id),
+        "UpdateExpression": "SET lease_until = :until",
+        "ConditionExpression": "#status = :in_progress AND #owner = :owner",
+        "ExpressionAttributeNames": {"#status": "status", "#owner": "owner"},
+        "ExpressionAttributeValues": {
+            ":until": {"N": str(until)},
+            ":in_progress": {"S": IN_PROGRESS},
+            ":owner": {"S": owner},
+        },
+    }
+
+
+def done_record(mark: DoneMark) -> dict[str, AttributeValueTypeDef]:
+    """The whole record of a forwarded command, which replaces the ``in_progress`` one."""
+    return {
+        **command_key(mark.conversation_id, mark.command_id),
+        "status": {"S": DONE},
+        "owner": {"S": mark.owner},
+        "done_at": {"S": rfc3339(mark.now)},
+        "expires_at": {"N": str(_epoch(mark.now + COMMAND_RECORD_TTL))},
+    }
+
+
+def done_marks_request(table: str, marks: Sequence[DoneMark]) -> BatchWriteItemInputTypeDef:
+    """One BatchWriteItem of the ``done`` records of ``marks`` (up to 25). Two marks of one
+    command are one put: DynamoDB refuses a batch naming a key twice."""
+    if len(marks) > MAX_WRITE_BATCH:
+        raise ValueError(f"{len(marks)} done marks: BatchWriteItem takes {MAX_WRITE_BATCH}")
+    puts = {(m.conversation_id, m.command_id): done_record(m) for m in marks}
+    return {"RequestItems": {table: [{"PutRequest": {"Item": i}} for i in puts.values()]}}
+
+
+def command_get_request(table: str, conversation_id: str, command_id: str) -> GetItemInputTypeDef:
+    """Read a command's record, consistently."""
+    return {
+        "TableName": table,
+        "Key": command_key(conversation_id, command_id),
+        "ConsistentRead": True,
+    }
 
 
 class DynamoCommandLedger:
@@ -33,12 +131,9 @@ class DynamoCommandLedger:
     before every ``msg#`` key and outside the history Query's range.
     """
 
-    def __init__(self, client: Any, table: str) -> None:
+    def __init__(self, client: DynamoDBClient, table: str) -> None:
         self._client = client
         self._table = table
-
-    def _key(self, conversation_id: str, command_id: str) -> dict[str, dict[str, str]]:
-        return {"pk": {"S": conversation_id}, "sk": {"S": COMMAND_PREFIX + command_id}}
 
     async def begin(
         self,
@@ -50,33 +145,25 @@ class DynamoCommandLedger:
         now: datetime,
     ) -> CommandClaim:
         """Take the command: new, or in progress under a lease that has expired."""
+        request = claim_request(
+            self._table, conversation_id, command_id, owner=owner, lease=lease, now=now
+        )
         with aws_call("dynamodb.UpdateItem"):
             try:
-                await self._client.update_item(
-                    TableName=self._table,
-                    Key=self._key(conversation_id, command_id),
-                    UpdateExpression="SET #status = :in_progress, lease_until = :until, "
-                    "#owner = :owner, expires_at = :ttl, "
-                    "attempts = if_not_exists(attempts, :zero) + :one",
-                    ConditionExpression="attribute_not_exists(pk) OR "
-                    "(#status = :in_progress AND lease_until < :now)",
-                    ExpressionAttributeNames={"#status": "status", "#owner": "owner"},
-                    ExpressionAttributeValues={
-                        ":in_progress": {"S": IN_PROGRESS},
-                        ":until": {"N": str(_epoch(now + lease))},
-                        ":owner": {"S": owner},
-                        ":ttl": {"N": str(_epoch(now + COMMAND_RECORD_TTL))},
-                        ":zero": {"N": "0"},
-                        ":one": {"N": "1"},
-                        ":now": {"N": str(_epoch(now))},
-                    },
-                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
-                )
+                await self._client.update_item(**request)
             except self._client.exceptions.ConditionalCheckFailedException as exc:
-                item = exc.response.get("Item") or await self._get(conversation_id, command_id)
-                if item.get("status", {}).get("S") == DONE:
+                # ALL_OLD puts the record in the refusal, a key botocore's stubs do not
+                # declare for an error response: read it as a plain mapping.
+                refusal: Mapping[str, object] = exc.response
+                old = refusal.get("Item")
+                item = (
+                    old
+                    if isinstance(old, Mapping)
+                    else await self._get(conversation_id, command_id)
+                )
+                if _string(item, "status") == DONE:
                     return CommandClaim(state="done")
-                until = int(item.get("lease_until", {}).get("N", "0"))
+                until = int(_number(item, "lease_until") or "0")
                 return CommandClaim(state="busy", lease_until=datetime.fromtimestamp(until, UTC))
         return CommandClaim(state="started")
 
@@ -108,17 +195,13 @@ class DynamoCommandLedger:
         whole call is raised. Two marks of one command (a takeover finishing beside the
         turn it took over from) are one put: DynamoDB refuses a batch naming a key twice.
         """
-        if len(marks) > MAX_WRITE_BATCH:
-            raise ValueError(f"{len(marks)} done marks: BatchWriteItem takes {MAX_WRITE_BATCH}")
         if not marks:
             return []
-        puts = {(m.conversation_id, m.command_id): self.done_record(m) for m in marks}
+        request = done_marks_request(self._table, marks)
         with aws_call("dynamodb.BatchWriteItem"):
-            response = await self._client.batch_write_item(
-                RequestItems={self._table: [{"PutRequest": {"Item": i}} for i in puts.values()]}
-            )
+            response = await self._client.batch_write_item(**request)
         unprocessed = {
-            (item["pk"]["S"], item["sk"]["S"].removeprefix(COMMAND_PREFIX))
+            (item["pk"].get("S"), item["sk"].get("S", "").removeprefix(COMMAND_PREFIX))
             for request in (response.get("UnprocessedItems") or {}).get(self._table, [])
             if (item := request.get("PutRequest", {}).get("Item"))
         }
@@ -133,16 +216,6 @@ class DynamoCommandLedger:
             for m in marks
         ]
 
-    def done_record(self, mark: DoneMark) -> dict[str, dict[str, str]]:
-        """The whole record of a forwarded command, which replaces the ``in_progress`` one."""
-        return {
-            **self._key(mark.conversation_id, mark.command_id),
-            "status": {"S": DONE},
-            "owner": {"S": mark.owner},
-            "done_at": {"S": rfc3339(mark.now)},
-            "expires_at": {"N": str(_epoch(mark.now + COMMAND_RECORD_TTL))},
-        }
-
     async def abandon(self, conversation_id: str, command_id: str, *, owner: str) -> None:
         """Expire this owner's lease now, so a retry need not wait it out."""
         await self._set_lease(conversation_id, command_id, owner, 0)
@@ -151,31 +224,31 @@ class DynamoCommandLedger:
         self, conversation_id: str, command_id: str, owner: str, until: int
     ) -> bool:
         """Set ``lease_until`` if the command is still in progress under ``owner``."""
+        request = lease_request(self._table, conversation_id, command_id, owner=owner, until=until)
         with aws_call("dynamodb.UpdateItem"):
             try:
-                await self._client.update_item(
-                    TableName=self._table,
-                    Key=self._key(conversation_id, command_id),
-                    UpdateExpression="SET lease_until = :until",
-                    ConditionExpression="#status = :in_progress AND #owner = :owner",
-                    ExpressionAttributeNames={"#status": "status", "#owner": "owner"},
-                    ExpressionAttributeValues={
-                        ":until": {"N": str(until)},
-                        ":in_progress": {"S": IN_PROGRESS},
-                        ":owner": {"S": owner},
-                    },
-                )
+                await self._client.update_item(**request)
             except self._client.exceptions.ConditionalCheckFailedException:
                 return False
         return True
 
-    async def _get(self, conversation_id: str, command_id: str) -> dict[str, Any]:
+    async def _get(self, conversation_id: str, command_id: str) -> Mapping[str, object]:
         response = await self._client.get_item(
-            TableName=self._table,
-            Key=self._key(conversation_id, command_id),
-            ConsistentRead=True,
+            **command_get_request(self._table, conversation_id, command_id)
         )
-        return dict(response.get("Item", {}))
+        return response.get("Item", {})
+
+
+def _string(item: Mapping[str, object], name: str) -> str | None:
+    value = item.get(name)
+    raw = value.get("S") if isinstance(value, Mapping) else None
+    return raw if isinstance(raw, str) else None
+
+
+def _number(item: Mapping[str, object], name: str) -> str | None:
+    value = item.get(name)
+    raw = value.get("N") if isinstance(value, Mapping) else None
+    return raw if isinstance(raw, str) else None
 
 
 def _epoch(moment: datetime) -> int:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
 
 from botocore.exceptions import ClientError
 
 from worker.adapters.errors import aws_call, error_code, http_status
 from worker.errors import ObjectAccessDenied, ObjectMissing, ObjectTooLarge
+
+if TYPE_CHECKING:  # the stubs are a dev dependency: nothing of them runs
+    from types_aiobotocore_s3 import S3Client
 
 _MISSING = frozenset({"NoSuchKey", "NoSuchBucket", "404"})
 
@@ -15,7 +18,7 @@ _MISSING = frozenset({"NoSuchKey", "NoSuchBucket", "404"})
 class S3ObjectStore:
     """Implements ObjectStore."""
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: S3Client) -> None:
         self._client = client
 
     async def put(self, bucket: str, key: str, data: bytes) -> None:
@@ -65,12 +68,18 @@ class S3ObjectStore:
         return data
 
 
-async def read_at_most(stream: Any, limit: int) -> bytes:
+class Readable(Protocol):
+    """What :func:`read_at_most` reads: aiobotocore's StreamingBody, or a test's stream."""
+
+    async def read(self, amt: int | None = ..., /) -> bytes: ...
+
+
+async def read_at_most(stream: Readable, limit: int) -> bytes:
     """Read ``stream`` to its end or until ``limit`` bytes, whichever comes first: a read
     returns what has arrived, up to what it was asked for, so it loops."""
     data = bytearray()
     while len(data) < limit:
-        chunk: bytes = await stream.read(limit - len(data))
+        chunk = await stream.read(limit - len(data))
         if not chunk:
             break
         data += chunk

@@ -1,4 +1,9 @@
-"""SQS: the converse queue as a source, any queue as a sender."""
+"""SQS: the converse queue as a source, any queue as a sender.
+
+Every request is built by a pure module-level function (``receive_request``,
+``delete_entries``, ``visibility_entries``, ``send_entries``, ``send_request``) that the
+queue calls and that the benchmark's replay calls too.
+"""
 
 from __future__ import annotations
 
@@ -7,20 +12,37 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Unpack
 
 from worker.adapters.errors import aws_call, failure_kind
 from worker.delivery.batching import Batcher
 from worker.delivery.pointers import message_size
 from worker.errors import ConfigError, StoreUnavailable
-from worker.ports import DeleteFailure, ReceivedMessage
+from worker.ports import DeleteFailure, ReceivedMessage, SendOptions
 from worker.telemetry.tracing import outbound_trace_header
+
+if TYPE_CHECKING:  # the stubs are a dev dependency: nothing of them runs
+    from types_aiobotocore_sqs import SQSClient
+    from types_aiobotocore_sqs.literals import MessageSystemAttributeNameType
+    from types_aiobotocore_sqs.type_defs import (
+        ChangeMessageVisibilityBatchRequestEntryTypeDef,
+        DeleteMessageBatchRequestEntryTypeDef,
+        MessageAttributeValueTypeDef,
+        MessageTypeDef,
+        ReceiveMessageRequestTypeDef,
+        SendMessageBatchRequestEntryTypeDef,
+        SendMessageRequestTypeDef,
+    )
 
 #: The most a SendMessageBatch may carry in all, bodies and attributes.
 MAX_BATCH_BYTES = 1_048_576
 
 #: The system attributes every receive asks for.
-SYSTEM_ATTRIBUTES = ("ApproximateReceiveCount", "SentTimestamp", "AWSTraceHeader")
+SYSTEM_ATTRIBUTES: tuple[MessageSystemAttributeNameType, ...] = (
+    "ApproximateReceiveCount",
+    "SentTimestamp",
+    "AWSTraceHeader",
+)
 
 #: What SQS accepts as a MessageGroupId or MessageDeduplicationId.
 _FIFO_TOKEN = re.compile(r"[!-~]{1,128}")
@@ -58,13 +80,92 @@ def dead_letter_target(policy: str) -> tuple[str, str]:
     return parts[4], parts[5]
 
 
+def receive_request(
+    queue_url: str,
+    max_messages: int,
+    wait_seconds: int,
+    *,
+    visibility_timeout: int | None = None,
+) -> ReceiveMessageRequestTypeDef:
+    """One ReceiveMessage: the system attributes the stage reads and every message
+    attribute; ``visibility_timeout`` overrides the queue's own."""
+    request: ReceiveMessageRequestTypeDef = {
+        "QueueUrl": queue_url,
+        "MaxNumberOfMessages": max_messages,
+        "WaitTimeSeconds": wait_seconds,
+        "MessageSystemAttributeNames": list(SYSTEM_ATTRIBUTES),
+        "MessageAttributeNames": ["All"],
+    }
+    if visibility_timeout is not None:
+        request["VisibilityTimeout"] = visibility_timeout
+    return request
+
+
+def delete_entries(receipt_handles: Sequence[str]) -> list[DeleteMessageBatchRequestEntryTypeDef]:
+    """DeleteMessageBatch entries, each ``Id`` its position (failures name it)."""
+    return [{"Id": str(i), "ReceiptHandle": handle} for i, handle in enumerate(receipt_handles)]
+
+
+def visibility_entries(
+    receipt_handles: Sequence[str], timeout_seconds: int
+) -> list[ChangeMessageVisibilityBatchRequestEntryTypeDef]:
+    """ChangeMessageVisibilityBatch entries, each ``Id`` its position."""
+    return [
+        {"Id": str(i), "ReceiptHandle": handle, "VisibilityTimeout": timeout_seconds}
+        for i, handle in enumerate(receipt_handles)
+    ]
+
+
+def send_entries(
+    messages: Sequence[OutboundMessage], *, fifo: bool
+) -> list[SendMessageBatchRequestEntryTypeDef]:
+    """SendMessageBatch entries, each ``Id`` its position (results name it)."""
+    entries: list[SendMessageBatchRequestEntryTypeDef] = []
+    for i, message in enumerate(messages):
+        entry: SendMessageBatchRequestEntryTypeDef = {"Id": str(i), "MessageBody": message.body}
+        _message_fields(entry, message, fifo=fifo)
+        entries.append(entry)
+    return entries
+
+
+def send_request(
+    queue_url: str, message: OutboundMessage, *, fifo: bool
+) -> SendMessageRequestTypeDef:
+    """One SendMessage, its fields spelt as a SendMessageBatch entry's."""
+    request: SendMessageRequestTypeDef = {"QueueUrl": queue_url, "MessageBody": message.body}
+    _message_fields(request, message, fifo=fifo)
+    return request
+
+
+def _message_fields(
+    fields: SendMessageRequestTypeDef | SendMessageBatchRequestEntryTypeDef,
+    message: OutboundMessage,
+    *,
+    fifo: bool,
+) -> None:
+    """Add what SendMessage and a SendMessageBatch entry both carry besides the body."""
+    if message.attributes:
+        fields["MessageAttributes"] = {
+            name: _attribute_value(value) for name, value in message.attributes.items()
+        }
+    if message.trace_header:
+        fields["MessageSystemAttributes"] = {
+            "AWSTraceHeader": {"DataType": "String", "StringValue": message.trace_header}
+        }
+    if fifo:
+        fields["MessageGroupId"] = fifo_token(message.group_id)
+        fields["MessageDeduplicationId"] = fifo_token(message.deduplication_id)
+
+
 class SqsQueue:
     """One queue: receive, batch delete, send. Implements MessageSource and MessageSender.
 
     ``receive_client``, if given, makes the receives (a client without botocore's retries:
     a retried long poll would outlive the stop's bound)."""
 
-    def __init__(self, client: Any, url: str, *, receive_client: Any = None) -> None:
+    def __init__(
+        self, client: SQSClient, url: str, *, receive_client: SQSClient | None = None
+    ) -> None:
         self._client = client
         self._receive_client = receive_client or client
         self.url = url
@@ -74,15 +175,9 @@ class SqsQueue:
         self, max_messages: int, wait_seconds: int, *, visibility_timeout: int | None = None
     ) -> list[ReceivedMessage]:
         """One ReceiveMessage; ``visibility_timeout`` overrides the queue's own."""
-        request: dict[str, Any] = {
-            "QueueUrl": self.url,
-            "MaxNumberOfMessages": max_messages,
-            "WaitTimeSeconds": wait_seconds,
-            "MessageSystemAttributeNames": list(SYSTEM_ATTRIBUTES),
-            "MessageAttributeNames": ["All"],
-        }
-        if visibility_timeout is not None:
-            request["VisibilityTimeout"] = visibility_timeout
+        request = receive_request(
+            self.url, max_messages, wait_seconds, visibility_timeout=visibility_timeout
+        )
         with aws_call("sqs.ReceiveMessage"):
             response = await self._receive_client.receive_message(**request)
         return [received_message(raw) for raw in response.get("Messages", [])]
@@ -90,9 +185,7 @@ class SqsQueue:
     async def delete_batch(self, messages: Sequence[ReceivedMessage]) -> list[DeleteFailure]:
         if not messages:
             return []
-        entries = [
-            {"Id": str(i), "ReceiptHandle": m.receipt_handle} for i, m in enumerate(messages)
-        ]
+        entries = delete_entries([m.receipt_handle for m in messages])
         with aws_call("sqs.DeleteMessageBatch"):
             response = await self._client.delete_message_batch(QueueUrl=self.url, Entries=entries)
         return [
@@ -105,10 +198,7 @@ class SqsQueue:
     ) -> list[DeleteFailure]:
         if not messages:
             return []
-        entries = [
-            {"Id": str(i), "ReceiptHandle": m.receipt_handle, "VisibilityTimeout": timeout_seconds}
-            for i, m in enumerate(messages)
-        ]
+        entries = visibility_entries([m.receipt_handle for m in messages], timeout_seconds)
         with aws_call("sqs.ChangeMessageVisibilityBatch"):
             response = await self._client.change_message_visibility_batch(
                 QueueUrl=self.url, Entries=entries
@@ -120,7 +210,7 @@ class SqsQueue:
 
     async def send_batch(self, messages: Sequence[OutboundMessage]) -> list[str | StoreUnavailable]:
         """One SendMessageBatch; each entry's message id, or the error SQS gave it."""
-        entries = [{"Id": str(i), **self._fields(m)} for i, m in enumerate(messages)]
+        entries = send_entries(messages, fifo=self.fifo)
         with aws_call("sqs.SendMessageBatch"):
             response = await self._client.send_message_batch(QueueUrl=self.url, Entries=entries)
         results: list[str | StoreUnavailable] = [
@@ -137,36 +227,13 @@ class SqsQueue:
             )
         return results
 
-    async def send(
-        self,
-        body: str,
-        *,
-        group_id: str,
-        deduplication_id: str,
-        attributes: Mapping[str, str | int] | None = None,
-    ) -> str:
-        message = OutboundMessage(
-            body, group_id, deduplication_id, attributes, outbound_trace_header()
-        )
+    async def send(self, body: str, **options: Unpack[SendOptions]) -> str:
+        message = OutboundMessage.of(body, options)
         with aws_call("sqs.SendMessage"):
-            response = await self._client.send_message(QueueUrl=self.url, **self._fields(message))
+            response = await self._client.send_message(
+                **send_request(self.url, message, fifo=self.fifo)
+            )
         return str(response["MessageId"])
-
-    def _fields(self, message: OutboundMessage) -> dict[str, Any]:
-        """A message as SendMessage and SendMessageBatch entries both spell it."""
-        fields: dict[str, Any] = {"MessageBody": message.body}
-        if message.attributes:
-            fields["MessageAttributes"] = {
-                name: _attribute_value(value) for name, value in message.attributes.items()
-            }
-        if message.trace_header:
-            fields["MessageSystemAttributes"] = {
-                "AWSTraceHeader": {"DataType": "String", "StringValue": message.trace_header}
-            }
-        if self.fifo:
-            fields["MessageGroupId"] = fifo_token(message.group_id)
-            fields["MessageDeduplicationId"] = fifo_token(message.deduplication_id)
-        return fields
 
     async def describe(self) -> QueueDescription:
         """The queue's visibility timeout and the dead-letter queue its RedrivePolicy names."""
@@ -195,6 +262,17 @@ class OutboundMessage:
     attributes: Mapping[str, str | int] | None = None
     #: ``AWSTraceHeader``: a system attribute, which SQS does not count in the size.
     trace_header: str | None = None
+
+    @classmethod
+    def of(cls, body: str, options: SendOptions) -> OutboundMessage:
+        """A message one ``send`` makes, with the trace header of the task sending it."""
+        return cls(
+            body,
+            options["group_id"],
+            options["deduplication_id"],
+            options.get("attributes"),
+            outbound_trace_header(),
+        )
 
     @property
     def size(self) -> int:
@@ -236,19 +314,9 @@ class BatchingSender:
         """Sends made whose results are not in yet."""
         return self._batcher.outstanding()
 
-    async def send(
-        self,
-        body: str,
-        *,
-        group_id: str,
-        deduplication_id: str,
-        attributes: Mapping[str, str | int] | None = None,
-    ) -> str:
-        # Read here, in the turn's task: the batcher's own task is outside every trace.
-        message = OutboundMessage(
-            body, group_id, deduplication_id, attributes, outbound_trace_header()
-        )
-        return await self._batcher.submit(message)
+    async def send(self, body: str, **options: Unpack[SendOptions]) -> str:
+        # Built here, in the turn's task: the batcher's own task is outside every trace.
+        return await self._batcher.submit(OutboundMessage.of(body, options))
 
     async def close(self) -> None:
         await self._batcher.close()
@@ -260,13 +328,13 @@ class QueueDescription:
     dead_letter: SqsQueue | None
 
 
-def _attribute_value(value: str | int) -> dict[str, str]:
+def _attribute_value(value: str | int) -> MessageAttributeValueTypeDef:
     if isinstance(value, int):
         return {"DataType": "Number", "StringValue": str(value)}
     return {"DataType": "String", "StringValue": value}
 
 
-def received_message(raw: Mapping[str, Any]) -> ReceivedMessage:
+def received_message(raw: MessageTypeDef) -> ReceivedMessage:
     """A ReceiveMessage entry as the stage sees it."""
     system = raw.get("Attributes", {})
     attributes = {

@@ -7,11 +7,14 @@ Not part of the worker's turn: the task role does not grant these actions
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from botocore.exceptions import ClientError
 
 from worker.adapters.errors import aws_call, error_code, http_status
+
+if TYPE_CHECKING:  # the stubs are a dev dependency: nothing of them runs
+    from types_aiobotocore_sqs import SQSClient
 
 #: What an endpoint without message move tasks answers StartMessageMoveTask with: moto
 #: fails it with HTTP 500 ("not implemented"), other emulators name the action unknown.
@@ -31,7 +34,7 @@ class MoveTask:
 
 
 class QueueAdmin:
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: SQSClient) -> None:
         self._client = client
 
     async def arn(self, queue_url: str) -> str:

@@ -5,7 +5,7 @@ done marks in BatchWriteItem, each batch waiting for the rest of its received ba
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from worker.adapters.ledger import DynamoCommandLedger
 from worker.adapters.sqs import BatchingSender, SqsQueue
@@ -13,6 +13,10 @@ from worker.consumer.cohorts import Cohorts
 from worker.consumer.loop import Stage
 from worker.delivery.done_marks import BatchingLedger
 from worker.ports import CommandLedger, MessageSender, MessageSource
+
+if TYPE_CHECKING:  # the stubs are a dev dependency: nothing of them runs
+    from types_aiobotocore_dynamodb import DynamoDBClient
+    from types_aiobotocore_sqs import SQSClient
 
 #: The longest a prompt waits for the rest of its received batch to reach their sends: a
 #: busy worker's turns of one received batch get there tens of milliseconds apart.
@@ -49,7 +53,9 @@ class BatchedTurns:
         await self.prompts.close()
 
 
-def batched_turns(sqs: Any, dynamodb: Any, *, model_queue_url: str, table: str) -> BatchedTurns:
+def batched_turns(
+    sqs: SQSClient, dynamodb: DynamoDBClient, *, model_queue_url: str, table: str
+) -> BatchedTurns:
     cohorts = Cohorts()
     prompts = BatchingSender(
         SqsQueue(sqs, model_queue_url),

@@ -8,7 +8,16 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, cast
+
+if TYPE_CHECKING:  # the stubs are a dev dependency: nothing of them runs
+    from types_aiobotocore_dynamodb import DynamoDBClient
+    from types_aiobotocore_dynamodb.type_defs import CreateTableInputTypeDef
+    from types_aiobotocore_s3 import S3Client
+    from types_aiobotocore_s3.literals import BucketLocationConstraintType
+    from types_aiobotocore_s3.type_defs import CreateBucketRequestTypeDef
+    from types_aiobotocore_sqs import SQSClient
+    from types_aiobotocore_sqs.literals import QueueAttributeNameType
 
 #: Receives before SQS moves a message to its dead-letter queue (the redrive backstop).
 MAX_RECEIVE_COUNT = 5
@@ -55,7 +64,7 @@ class Resources:
         return f"{self.prefix}-payloads"
 
 
-def history_table_definition(name: str) -> dict[str, Any]:
+def history_table_definition(name: str) -> CreateTableInputTypeDef:
     """CreateTable arguments of the contract's history table: ``pk``/``sk``, on demand."""
     return {
         "TableName": name,
@@ -77,8 +86,8 @@ def dead_letter_name(queue_name: str) -> str:
     return queue_name + "-dlq"
 
 
-def queue_attributes(spec: QueueSpec, *, fifo: bool) -> dict[str, str]:
-    attributes = {
+def queue_attributes(spec: QueueSpec, *, fifo: bool) -> dict[QueueAttributeNameType, str]:
+    attributes: dict[QueueAttributeNameType, str] = {
         "VisibilityTimeout": str(spec.visibility_timeout),
         "MessageRetentionPeriod": str(RETENTION_SECONDS),
         "SqsManagedSseEnabled": "true",
@@ -89,7 +98,12 @@ def queue_attributes(spec: QueueSpec, *, fifo: bool) -> dict[str, str]:
 
 
 async def create_resources(
-    sqs: Any, dynamodb: Any, s3: Any, resources: Resources, *, region: str
+    sqs: SQSClient,
+    dynamodb: DynamoDBClient,
+    s3: S3Client,
+    resources: Resources,
+    *,
+    region: str,
 ) -> dict[str, str]:
     """Create the queues (each with a DLQ and redrive), the table and the bucket if absent.
 
@@ -124,9 +138,12 @@ async def create_resources(
 
     existing_buckets = {b["Name"] for b in (await s3.list_buckets()).get("Buckets", [])}
     if resources.bucket not in existing_buckets:
-        create: dict[str, Any] = {"Bucket": resources.bucket}
+        create: CreateBucketRequestTypeDef = {"Bucket": resources.bucket}
         if region != "us-east-1":
-            create["CreateBucketConfiguration"] = {"LocationConstraint": region}
+            # The stubs list the regions of their release as a Literal; S3 takes any region
+            # name, and a newer region is a str the stubs cannot know.
+            location = cast("BucketLocationConstraintType", region)
+            create["CreateBucketConfiguration"] = {"LocationConstraint": location}
         await s3.create_bucket(**create)
     env["PAYLOAD_BUCKET"] = resources.bucket
     return env

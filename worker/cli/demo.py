@@ -15,13 +15,18 @@ import logging
 import os
 import signal
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING
 
-from worker.adapters.dynamodb import STATE_KEY, message_key
+from worker.adapters.history_writer import message_item, state_item, write_items
 from worker.cli.bootstrap import Resources, create_resources
 from worker.cli.demo_console import show, show_prompt
 from worker.logs import configure_logging
 from worker.settings import load_settings
+
+if TYPE_CHECKING:  # the stubs are a dev dependency: nothing of them runs
+    from types_aiobotocore_dynamodb import DynamoDBClient
+    from types_aiobotocore_dynamodb.type_defs import AttributeValueTypeDef
+    from types_aiobotocore_sqs import SQSClient
 
 CONVERSATION_ID = "matter-1187"
 FOLDED_THROUGH = 34
@@ -97,36 +102,20 @@ def demo_history(length: int = 57) -> Iterator[tuple[int, str, str]]:
         yield seq, role, text.format(contract=_contract()) if "{contract}" in text else text
 
 
-def _items(conversation_id: str, messages: Iterable[tuple[int, str, str]]) -> list[Any]:
-    return [
-        {
-            "pk": {"S": conversation_id},
-            "sk": {"S": message_key(seq)},
-            "seq": {"N": str(seq)},
-            "role": {"S": role},
-            "content": {"S": content},
-        }
-        for seq, role, content in messages
-    ]
+def _items(
+    conversation_id: str, messages: Iterable[tuple[int, str, str]]
+) -> list[dict[str, AttributeValueTypeDef]]:
+    return [message_item(conversation_id, seq, role, content) for seq, role, content in messages]
 
 
-async def seed(dynamodb: Any, table: str) -> None:
+async def seed(dynamodb: DynamoDBClient, table: str) -> None:
     items = _items(CONVERSATION_ID, demo_history())
-    items.append(
-        {
-            "pk": {"S": CONVERSATION_ID},
-            "sk": {"S": STATE_KEY},
-            "folded_through": {"N": str(FOLDED_THROUGH)},
-            "fold_summary": {"S": SUMMARY},
-        }
-    )
+    items.append(state_item(CONVERSATION_ID, folded_through=FOLDED_THROUGH, summary=SUMMARY))
     items += _items(INTAKE_ID, ((seq, r, c) for seq, (r, c) in enumerate(INTAKE, start=1)))
-    for start in range(0, len(items), 25):
-        batch = [{"PutRequest": {"Item": item}} for item in items[start : start + 25]]
-        await dynamodb.batch_write_item(RequestItems={table: batch})
+    await write_items(dynamodb, table, items)
 
 
-async def tap(sqs: Any, queue_url: str, title: str, seen: asyncio.Queue[str]) -> None:
+async def tap(sqs: SQSClient, queue_url: str, title: str, seen: asyncio.Queue[str]) -> None:
     """Print what arrives on an output queue (a stand-in for the next stage)."""
     while True:
         response = await sqs.receive_message(QueueUrl=queue_url, WaitTimeSeconds=1)

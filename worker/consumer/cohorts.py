@@ -26,10 +26,11 @@ its cohort by its message id, so neither the stage nor the consumer changes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Unpack
 
 from worker.consumer.loop import Stage
 from worker.delivery.outcomes import Outcome
@@ -40,6 +41,7 @@ from worker.ports import (
     MessageSender,
     MessageSource,
     ReceivedMessage,
+    SendOptions,
 )
 
 
@@ -189,18 +191,9 @@ class _CountedSender:
         self._cohorts = cohorts
         self._sender = sender
 
-    async def send(
-        self,
-        body: str,
-        *,
-        group_id: str,
-        deduplication_id: str,
-        attributes: Mapping[str, str | int] | None = None,
-    ) -> str:
+    async def send(self, body: str, **options: Unpack[SendOptions]) -> str:
         self._cohorts.sent()
-        return await self._sender.send(
-            body, group_id=group_id, deduplication_id=deduplication_id, attributes=attributes
-        )
+        return await self._sender.send(body, **options)
 
 
 class _CountedLedger(ForwardingLedger):

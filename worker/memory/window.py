@@ -26,6 +26,11 @@ from worker.memory.tokens import estimate_tokens
 from worker.memory.trim import trim_message
 
 Role = Literal["user", "assistant"]
+#: Why the window ends where it does: the input ran out (``history``: nothing older was
+#: given, or only half an exchange), the next whole exchange would have passed the message
+#: cap (``messages``) or the token budget (``tokens``), whichever it passed first as it was
+#: read; or the floor alone was over the budget, so no exchange was tried (``floor``).
+ClosedBy = Literal["history", "messages", "tokens", "floor"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +58,8 @@ class Window:
 
     ``floor_needs_older``: the floor ends on answers whose question was not in the input
     (and the input did not reach seq 1), so the window opens on an answer; the caller
-    should read older messages, when there are any, and bound again.
+    should read older messages, when there are any, and bound again. ``closed_by``: why
+    it ends where it does (:data:`ClosedBy`).
     """
 
     messages: tuple[HistoryMessage, ...]
@@ -62,6 +68,7 @@ class Window:
     estimated_tokens: int
     floor_overrode_budget: bool
     floor_needs_older: bool = False
+    closed_by: ClosedBy = "history"
 
     @property
     def kept(self) -> int:
@@ -96,7 +103,13 @@ class _Builder:
             self.tokens += tokens
             self.trimmed += was_trimmed
 
-    def build(self, *, floor_overrode_budget: bool, floor_needs_older: bool = False) -> Window:
+    def build(
+        self,
+        *,
+        floor_overrode_budget: bool,
+        floor_needs_older: bool = False,
+        closed_by: ClosedBy = "history",
+    ) -> Window:
         oldest_first = tuple(reversed(self.messages))
         return Window(
             messages=oldest_first,
@@ -105,6 +118,7 @@ class _Builder:
             estimated_tokens=self.tokens,
             floor_overrode_budget=floor_overrode_budget,
             floor_needs_older=floor_needs_older,
+            closed_by=closed_by,
         )
 
 
@@ -118,11 +132,11 @@ def bound_history(newest_first: Iterable[HistoryMessage], limits: WindowLimits) 
             floor_overrode_budget=_over_budget(builder),
             floor_needs_older=oldest is not None and oldest.role == "assistant" and oldest.seq > 1,
         )
-    floor_overrode_budget = _over_budget(builder)
-    if not floor_overrode_budget:
-        while _take_exchange(source, builder):
-            pass
-    return builder.build(floor_overrode_budget=floor_overrode_budget)
+    if _over_budget(builder):
+        return builder.build(floor_overrode_budget=True, closed_by="floor")
+    while (closed_by := _take_exchange(source, builder)) is None:
+        pass
+    return builder.build(floor_overrode_budget=False, closed_by=closed_by)
 
 
 def _take_floor(source: Iterator[HistoryMessage], builder: _Builder) -> bool:
@@ -135,8 +149,8 @@ def _take_floor(source: Iterator[HistoryMessage], builder: _Builder) -> bool:
     return False
 
 
-def _take_exchange(source: Iterator[HistoryMessage], builder: _Builder) -> bool:
-    """Add the next older exchange if it fits whole; False closes the window.
+def _take_exchange(source: Iterator[HistoryMessage], builder: _Builder) -> ClosedBy | None:
+    """Add the next older exchange if it fits whole (None); else why the window closes.
 
     An exchange is read from its newest answer back to its question. Reading stops
     the moment it can no longer fit, so a window never costs more than
@@ -153,16 +167,18 @@ def _take_exchange(source: Iterator[HistoryMessage], builder: _Builder) -> bool:
         prepared = builder.prepare(message)
         exchange.append(prepared)
         tokens += prepared[1]
-        if len(exchange) > room_messages or tokens > room_tokens:
-            return False
+        if len(exchange) > room_messages:
+            return "messages"
+        if tokens > room_tokens:
+            return "tokens"
         if message.role == "user":
             builder.add(exchange)
-            return True
+            return None
     if exchange and exchange[-1][0].seq == 1:
         builder.add(exchange)  # answers before the conversation's first question
     # Otherwise the input ended mid-exchange (a page, not the whole history): the
     # question is unseen, and half an exchange is never taken.
-    return False
+    return "history"
 
 
 def _over_budget(builder: _Builder) -> bool:

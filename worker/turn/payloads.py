@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping
+from typing import Unpack
 
 from worker.delivery.pointers import (
     SIZE_ATTRIBUTE,
@@ -26,7 +26,7 @@ from worker.errors import (
     RejectedCommand,
 )
 from worker.logs import get_logger
-from worker.ports import MessageSender, ObjectStore, ReceivedMessage
+from worker.ports import MessageSender, ObjectStore, ReceivedMessage, SendOptions
 from worker.telemetry import turn as telemetry
 
 log = get_logger()
@@ -107,31 +107,23 @@ class OffloadingSender:
         self._bucket = bucket
         self._inline_max_bytes = inline_max_bytes
 
-    async def send(
-        self,
-        body: str,
-        *,
-        group_id: str,
-        deduplication_id: str,
-        attributes: Mapping[str, str | int] | None = None,
-    ) -> str:
+    async def send(self, body: str, **options: Unpack[SendOptions]) -> str:
+        attributes = options.get("attributes")
         size = message_size(body, attributes)
         if size <= self._inline_max_bytes:
-            return await self._queue.send(
-                body, group_id=group_id, deduplication_id=deduplication_id, attributes=attributes
-            )
+            return await self._queue.send(body, **options)
         if self._bucket is None:
             raise PayloadTooLarge(
                 f"a payload of {size} bytes is over PAYLOAD_INLINE_MAX_BYTES "
                 f"({self._inline_max_bytes}) and PAYLOAD_BUCKET is not set"
             )
         data = body.encode("utf-8", "surrogatepass")
-        key = payload_key(group_id, deduplication_id)
+        key = payload_key(options["group_id"], options["deduplication_id"])
         await self._store.put(self._bucket, key, data)
         telemetry.payload_offloaded()
         return await self._queue.send(
             pointer_body(self._bucket, key),
-            group_id=group_id,
-            deduplication_id=deduplication_id,
+            group_id=options["group_id"],
+            deduplication_id=options["deduplication_id"],
             attributes={**(attributes or {}), SIZE_ATTRIBUTE: len(data)},
         )

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Unpack
 
 import pytest
 
@@ -18,7 +19,7 @@ from worker.delivery.batching import Batcher
 from worker.delivery.done_marks import BatchingLedger
 from worker.delivery.outcomes import Done, Outcome
 from worker.memory import FoldState
-from worker.ports import DeleteFailure, HistoryPage, MessageSender, ReceivedMessage
+from worker.ports import DeleteFailure, HistoryPage, MessageSender, ReceivedMessage, SendOptions
 
 
 def message(i: int) -> ReceivedMessage:
@@ -133,14 +134,7 @@ class BatchedQueue:
         self.batches.append((self._clock.now, len(bodies)))
         return [f"id-{i}" for i in range(len(bodies))]
 
-    async def send(
-        self,
-        body: str,
-        *,
-        group_id: str,
-        deduplication_id: str,
-        attributes: Mapping[str, str | int] | None = None,
-    ) -> str:
+    async def send(self, body: str, **options: Unpack[SendOptions]) -> str:
         return await self.batcher.submit(body)
 
 

@@ -7,7 +7,7 @@ import asyncio
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Unpack
 
 import pytest
 
@@ -17,7 +17,7 @@ from worker.consumer.loop import Consumer
 from worker.delivery.outcomes import Done, Outcome, Rejected, Retry
 from worker.delivery.policy import ConsumerPolicy
 from worker.errors import StoreUnavailable
-from worker.ports import DeleteFailure, ReceivedMessage
+from worker.ports import DeleteFailure, ReceivedMessage, SendOptions
 
 
 def highest(low: float, high: float) -> float:
@@ -116,15 +116,8 @@ class FakeQueue:
                 failures.append(DeleteFailure(m.message_id, "ReceiptHandleIsInvalid"))
         return failures
 
-    async def send(
-        self,
-        body: str,
-        *,
-        group_id: str,
-        deduplication_id: str,
-        attributes: Mapping[str, str | int] | None = None,
-    ) -> str:
-        self.sent.append((body, attributes))
+    async def send(self, body: str, **options: Unpack[SendOptions]) -> str:
+        self.sent.append((body, options.get("attributes")))
         return "dlq-id"
 
 

@@ -181,6 +181,49 @@ def test_reading_stops_once_the_window_is_closed() -> None:
     assert consumed <= DEFAULTS.max_messages + 1
 
 
+# --- why the window ends where it does -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("messages", "limits", "closed_by"),
+    [
+        pytest.param(exchanges(5), DEFAULTS, "history", id="the whole history fits"),
+        pytest.param(exchanges(20), DEFAULTS, "messages", id="the 25-message cap"),
+        pytest.param(exchanges(12, tokens=300), DEFAULTS, "tokens", id="the token budget"),
+        pytest.param(
+            history(*[("u", 3000), ("a", 3000)] * 3, *[("u", 10), ("a", 10)] * 5),
+            DEFAULTS,
+            "tokens",
+            id="trimmed pastes close it on tokens far below the message cap",
+        ),
+        pytest.param(
+            history(*[("u", 1000), ("a", 1000)] * 8), DEFAULTS, "floor", id="the floor alone"
+        ),
+        pytest.param(
+            history(("a", 10), *[("a", 10)] * 3, ("u", 10), ("a", 10)),
+            replace(DEFAULTS, floor_messages=2),
+            "history",
+            id="answers before the first question are taken and the history ends",
+        ),
+    ],
+)
+def test_the_window_says_why_it_ends_where_it_does(
+    messages: list[HistoryMessage], limits: WindowLimits, closed_by: str
+) -> None:
+    window = window_of(messages, limits)
+    assert window.closed_by == closed_by
+    assert window.floor_overrode_budget == (closed_by == "floor")
+
+
+def test_a_page_that_ends_mid_exchange_closes_the_window_on_the_history() -> None:
+    """The older part of the page was not read: half an exchange is not taken, and the
+    window says the input ran out, not a limit."""
+    page = list(reversed(exchanges(20)))[:15]  # newest first, cut after an answer
+    window = bound_history(page, DEFAULTS)
+    assert window.closed_by == "history"
+    assert window.kept == 14
+
+
 # --- properties over random histories -----------------------------------------------------
 
 limits_strategy = window_limits(max_tokens=3000, message_max_tokens=600)

@@ -1,0 +1,160 @@
+"""Every request builder's output passes botocore's own parameter validation.
+
+The worker's clients run with ``parameter_validation=False`` (``aws_clients`` says why);
+this is where the check it skips is made instead, once per request shape, against the
+service models of the installed botocore: members, types, required fields, bounds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import botocore.session
+import pytest
+from botocore.validate import ParamValidator
+
+from worker.adapters.dynamodb import (
+    anchor_request,
+    fold_claim_request,
+    fold_release_request,
+    history_page_query,
+)
+from worker.adapters.history_writer import message_item, state_item
+from worker.adapters.ledger import (
+    claim_request,
+    command_get_request,
+    done_marks_request,
+    lease_request,
+)
+from worker.adapters.sqs import (
+    OutboundMessage,
+    delete_entries,
+    receive_request,
+    send_entries,
+    send_request,
+    visibility_entries,
+)
+from worker.delivery.done_marks import DoneMark
+from worker.memory import FoldState
+from worker.memory.cache_aligned import WindowAnchor
+
+TABLE = "mira-history"
+QUEUE = "https://sqs.eu-west-1.amazonaws.com/123456789012/mira-model"
+FIFO = QUEUE + ".fifo"
+NOW = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
+ANCHOR = WindowAnchor(seq=30, folded_through=24)
+MARKED = FoldState(folded_through=24, requested_through=40, requested_at=NOW, request_version=3)
+TRACE = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
+MESSAGE = OutboundMessage(
+    '{"type": "prompt"}', "matter 1", "c-1", {"RejectionReason": "x", "Size": 18}, TRACE
+)
+
+_session = botocore.session.get_session()
+
+REQUESTS: list[tuple[str, str, str, Mapping[str, Any]]] = [
+    ("query", "dynamodb", "Query", history_page_query(TABLE, "matter-1", 61)),
+    (
+        "query-below",
+        "dynamodb",
+        "Query",
+        history_page_query(TABLE, "matter-1", 61, older_than="msg#000000000040"),
+    ),
+    ("anchor", "dynamodb", "UpdateItem", anchor_request(TABLE, "matter-1", ANCHOR)),
+    (
+        "fold-claim-first",
+        "dynamodb",
+        "UpdateItem",
+        fold_claim_request(TABLE, "matter-1", 57, seen=FoldState(), now=NOW),
+    ),
+    (
+        "fold-claim-anchored",
+        "dynamodb",
+        "UpdateItem",
+        fold_claim_request(TABLE, "matter-1", 57, seen=MARKED, now=NOW, anchor=ANCHOR),
+    ),
+    (
+        "fold-release-to-nothing",
+        "dynamodb",
+        "UpdateItem",
+        fold_release_request(TABLE, "matter-1", 57, seen=FoldState(), claimed_at=NOW),
+    ),
+    (
+        "fold-release-to-mark",
+        "dynamodb",
+        "UpdateItem",
+        fold_release_request(TABLE, "matter-1", 57, seen=MARKED, claimed_at=NOW),
+    ),
+    (
+        "claim",
+        "dynamodb",
+        "UpdateItem",
+        claim_request(TABLE, "matter-1", "c-1", owner="w-1", lease=timedelta(seconds=60), now=NOW),
+    ),
+    ("lease", "dynamodb", "UpdateItem", lease_request(TABLE, "m", "c", owner="w", until=0)),
+    ("get", "dynamodb", "GetItem", command_get_request(TABLE, "matter-1", "c-1")),
+    (
+        "done-marks",
+        "dynamodb",
+        "BatchWriteItem",
+        done_marks_request(TABLE, [DoneMark(f"m-{i}", f"c-{i}", "w-1", NOW) for i in range(25)]),
+    ),
+    (
+        "history-items",
+        "dynamodb",
+        "BatchWriteItem",
+        {
+            "RequestItems": {
+                TABLE: [
+                    {"PutRequest": {"Item": item}}
+                    for item in (
+                        message_item("matter-1", 1, "user", "q", created_at=NOW),
+                        state_item("matter-1", folded_through=0, summary="s"),
+                    )
+                ]
+            }
+        },
+    ),
+    ("receive", "sqs", "ReceiveMessage", receive_request(QUEUE, 10, 20)),
+    ("receive-held", "sqs", "ReceiveMessage", receive_request(QUEUE, 10, 1, visibility_timeout=0)),
+    ("delete", "sqs", "DeleteMessageBatch", {"QueueUrl": QUEUE, "Entries": delete_entries(["r"])}),
+    (
+        "visibility",
+        "sqs",
+        "ChangeMessageVisibilityBatch",
+        {"QueueUrl": QUEUE, "Entries": visibility_entries(["r", "s"], 0)},
+    ),
+    (
+        "send-batch",
+        "sqs",
+        "SendMessageBatch",
+        {"QueueUrl": QUEUE, "Entries": send_entries([MESSAGE] * 10, fifo=False)},
+    ),
+    (
+        "send-batch-fifo",
+        "sqs",
+        "SendMessageBatch",
+        {"QueueUrl": FIFO, "Entries": send_entries([MESSAGE] * 10, fifo=True)},
+    ),
+    ("send", "sqs", "SendMessage", send_request(QUEUE, MESSAGE, fifo=False)),
+    ("send-fifo", "sqs", "SendMessage", send_request(FIFO, MESSAGE, fifo=True)),
+]
+
+
+@pytest.mark.parametrize(
+    ("service", "operation", "request_"), [r[1:] for r in REQUESTS], ids=[r[0] for r in REQUESTS]
+)
+def test_the_request_passes_botocores_validation(
+    service: str, operation: str, request_: Mapping[str, Any]
+) -> None:
+    shape = _session.get_service_model(service).operation_model(operation).input_shape
+    report = ParamValidator().validate(request_, shape)
+    assert not report.has_errors(), report.generate_report()
+
+
+def test_the_check_itself_refuses_a_malformed_request() -> None:
+    """Guard the check: a request botocore would refuse is refused here."""
+    shape = _session.get_service_model("sqs").operation_model("ReceiveMessage").input_shape
+    bad = {**receive_request(QUEUE, 10, 20), "MaxNumberOfMessages": "ten"}
+    assert ParamValidator().validate(bad, shape).has_errors()
