@@ -213,14 +213,16 @@ class Consumer:
             bound_contextvars(message_id=message.message_id, receive_count=message.receive_count),
             self._telemetry.turn(message, received_at) as turn,
         ):
+            started = self._clock.monotonic()
             outcome = await self._handle(message)
             # A dependency failing for everyone: hold the message (its lease kept) and run
             # the turn again once it recovers, instead of spending a receive on it.
-            while (dependency := self._outages.judge(outcome)) is not None:
+            while (dependency := self._outages.judge(outcome, started)) is not None:
                 if not await self._outages.hold(dependency, self._stopping):
                     turn.finished(outcome)
                     await self._leases.release([message])
                     return
+                started = self._clock.monotonic()
                 outcome = await self._handle(message)
             turn.finished(outcome)
             if outcome is None:

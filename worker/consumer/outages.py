@@ -78,24 +78,26 @@ class Outages:
             self._changed = asyncio.get_running_loop().create_future()
         return self._changed
 
-    def judge(self, outcome: Outcome | None) -> str | None:
+    def judge(self, outcome: Outcome | None, started_at: float | None = None) -> str | None:
         """Record what a turn's outcome says of the dependencies; returns the failing one
-        the turn should be held for, or None (act on the outcome as usual)."""
+        the turn should be held for, or None (act on the outcome as usual). A success of a
+        turn that began (``started_at``) before a breaker opened says nothing of now: its
+        calls may have been answered before (a done mark that failed still ends Done)."""
         if isinstance(outcome, Done):
             for dependency in DEPENDENCIES:
-                self._succeed(dependency)
+                self._succeed(dependency, started_at)
             return None
         if not isinstance(outcome, Retry):
             return None
         if not outcome.failure:  # in progress elsewhere: the claim was answered
-            self._succeed(DEPENDENCIES[0])
+            self._succeed(DEPENDENCIES[0], started_at)
             return None
         found = BY_SERVICE.get(outcome.service or "")
         if found is None:
             return None
         dependency = found
         for earlier in DEPENDENCIES[: DEPENDENCIES.index(dependency)]:
-            self._succeed(earlier)
+            self._succeed(earlier, started_at)
         self._fail(dependency, outcome.kind or "unknown")
         return dependency if self._breakers[dependency].failing else None
 
@@ -149,9 +151,12 @@ class Outages:
         else:
             self._succeed(dependency)
 
-    def _succeed(self, dependency: str) -> None:
-        if self._breakers[dependency] != Breaker():
-            self._set(dependency, self._breakers[dependency].succeeded())
+    def _succeed(self, dependency: str, started_at: float | None = None) -> None:
+        breaker = self._breakers[dependency]
+        if breaker.failing and started_at is not None and started_at < breaker.opened_at:
+            return
+        if breaker != Breaker():
+            self._set(dependency, breaker.succeeded())
 
     def _fail(self, dependency: str, kind: str) -> None:
         now = self._clock.monotonic()

@@ -164,3 +164,18 @@ async def test_a_failure_on_the_send_means_dynamodb_answered() -> None:
     assert outages.judge(Retry("in progress elsewhere", delay=5, failure=False)) is None
     assert outages.judge(Retry("payload too large")) is None  # no service: as before
     assert outages.failing() == []
+
+
+async def test_a_late_success_of_a_turn_begun_before_it_opened_does_not_close_it() -> None:
+    """A turn whose claim was answered before the outage ends Done even if its done mark
+    then fails: that says nothing of DynamoDB now. A turn begun after it opened does."""
+    clock = FakeClock()
+    outages = Outages(clock=clock, jitter=highest)
+    await clock.advance(10.0)
+    for _ in range(3):
+        outages.judge(THROTTLED, 10.0)
+    assert outages.failing() == ["dynamodb"]
+    outages.judge(Done(), started_at=9.0)
+    assert outages.failing() == ["dynamodb"]
+    outages.judge(Done(), started_at=10.0)
+    assert outages.failing() == []
