@@ -9,7 +9,9 @@ One moto server (its own process), the fault proxy (``localaws.fault_proxy``, in
 process) in front of it, one ``worker run`` (``WORKER_CONCURRENCY`` 16) pointed at the
 proxy. Per scenario: a steady flow of 4 commands a second throughout; 20 s of normal
 running; then a backlog of 200 commands at once and the fault switched on for the
-brownout; then off, and 60 s more of the flow. Prints one JSON line per scenario:
+brownout; then off, and 60 s more of the flow (longer if the queue has not drained). A
+backlog of 200 without a fault, before the brownout, gives the worker's normal rate at
+capacity on this machine. Prints one JSON line per scenario:
 commands dead-lettered and duplicated, the highest receive count of a served command,
 requests/s that reached the failing service during the brownout (answered by the proxy),
 the seconds from recovery until every command sent before it was served, and the served
@@ -44,7 +46,11 @@ WORKER = [sys.executable, "-m", "worker.cli", "run"]
 FLOW_PER_SECOND = 4
 BACKLOG = 200
 WARM_SECONDS = 20.0
+#: After recovery: the flow goes on this long, or until the queue has drained if longer.
 AFTER_SECONDS = 60.0
+#: The longest wait for the commands sent before recovery to be served.
+DRAIN_WITHIN_SECONDS = 300.0
+LOGS = Path(__file__).resolve().parents[2] / ".bench" / "brownout"
 
 FAULTS: dict[str, tuple[str, Callable[[dict[str, str]], Fault]]] = {
     "dynamodb": ("dynamodb", lambda env: Fault("dynamodb", "throughput")),
@@ -66,9 +72,21 @@ class Worker:
     forwarded: list[tuple[float, dict[str, Any]]] = field(default_factory=list)
     events: Counter[str] = field(default_factory=Counter)
 
+    def served(self) -> set[str]:
+        return {e["command_id"] for _, e in self.forwarded if "command_id" in e}
+
+    async def until_served(self, ids: set[str], within: float) -> float | None:
+        """Seconds until every one of ``ids`` was forwarded, or None past ``within``."""
+        start = time.monotonic()
+        while not ids <= self.served():
+            if time.monotonic() - start > within:
+                return None
+            await asyncio.sleep(0.25)
+        return time.monotonic() - start
+
 
 @contextlib.asynccontextmanager
-async def worker(env: dict[str, str]) -> AsyncIterator[Worker]:
+async def worker(env: dict[str, str], log: Path) -> AsyncIterator[Worker]:
     process = await asyncio.create_subprocess_exec(
         *WORKER, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL
     )
@@ -76,12 +94,18 @@ async def worker(env: dict[str, str]) -> AsyncIterator[Worker]:
 
     async def read() -> None:
         assert process.stdout is not None
-        async for line in process.stdout:
-            with contextlib.suppress(ValueError):
-                event = json.loads(line)
-                running.events[event.get("event", "")] += 1
-                if event.get("event") == "clerk.converse_prompt_forwarded":
-                    running.forwarded.append((time.monotonic(), event))
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with log.open("wb") as out:
+            async for line in process.stdout:
+                out.write(line)
+                record(line)
+
+    def record(line: bytes) -> None:
+        with contextlib.suppress(ValueError):
+            event = json.loads(line)
+            running.events[event.get("event", "")] += 1
+            if event.get("event") == "clerk.converse_prompt_forwarded":
+                running.forwarded.append((time.monotonic(), event))
 
     reader = asyncio.create_task(read())
     try:
@@ -176,29 +200,33 @@ async def scenario(moto: str, name: str, seconds: float) -> dict[str, Any]:
                 await asyncio.sleep(1.0)
 
         unhealthy = []
-        async with worker(process_env) as running:
+        log = LOGS / f"{resources.prefix}.log"
+        async with worker(process_env, log) as running:
             flow_task = asyncio.create_task(flow())
             await asyncio.sleep(WARM_SECONDS)
-            warm_rate = rate(running, time.monotonic() - 10, time.monotonic())
+            # The normal rate at capacity: a backlog with no fault, the flow going on.
+            await send(BACKLOG)
+            normal_start = time.monotonic()
+            normal_seconds = await running.until_served({c for _, c in sent}, 300)
+            normal_rate = rate(running, normal_start, normal_start + (normal_seconds or 300))
             await send(BACKLOG)
             proxy.inject(fault_of(env))
             began = time.monotonic()
             answered_before = proxy.snapshot().of(service)[1]
+            receives_before = proxy.snapshot().of("sqs", "ReceiveMessage")[0]
             while time.monotonic() - began < seconds:
                 await asyncio.sleep(5)
                 ok, line = check(health, time.time())
                 if not ok:
                     unhealthy.append(line)
             answered = proxy.snapshot().of(service)[1] - answered_before
+            receives = proxy.snapshot().of("sqs", "ReceiveMessage")[0] - receives_before
             proxy.clear()
             recovered = time.monotonic()
             before = {c for t, c in sent if t <= recovered}
-            drained_at = None
-            while time.monotonic() - recovered < AFTER_SECONDS:
-                served = {e["command_id"] for _, e in running.forwarded if "command_id" in e}
-                if drained_at is None and before <= served:
-                    drained_at = time.monotonic()
-                await asyncio.sleep(0.5)
+            drained_in = await running.until_served(before, DRAIN_WITHIN_SECONDS)
+            if time.monotonic() - recovered < AFTER_SECONDS:
+                await asyncio.sleep(AFTER_SECONDS - (time.monotonic() - recovered))
             flowing = False
             await flow_task
             while await depth(clients, env["CONVERSE_QUEUE_URL"]):  # noqa: ASYNC110 a remote queue
@@ -217,13 +245,19 @@ async def scenario(moto: str, name: str, seconds: float) -> dict[str, Any]:
             "highest_receive_count": max(k for k in receive_counts if k is not None),
             "receive_counts": dict(sorted(receive_counts.items())),
             "failing_requests_per_second": round(answered / seconds, 2),
-            "recovery_to_drained_seconds": round(drained_at - recovered, 1) if drained_at else None,
-            "served_per_second_before": warm_rate,
+            "receives_during_brownout": receives,
+            "recovery_to_drained_seconds": None if drained_in is None else round(drained_in, 1),
+            "backlog_after_recovery": len(before) - len(before & served_before(running, recovered)),
+            "served_per_second_normal": normal_rate,
             "served_per_second_after_recovery": after_rate,
             "dependency_failing_events": running.events["clerk.converse_dependency_failing"],
             "probe_failed_events": running.events["clerk.converse_dependency_probe_failed"],
             "health_failures": len(unhealthy),
         }
+
+
+def served_before(running: Worker, moment: float) -> set[str]:
+    return {e["command_id"] for t, e in running.forwarded if t <= moment and "command_id" in e}
 
 
 def rate(running: Worker, start: float, end: float) -> float:
