@@ -71,6 +71,8 @@ class Worker:
     process: asyncio.subprocess.Process
     forwarded: list[tuple[float, dict[str, Any]]] = field(default_factory=list)
     events: Counter[str] = field(default_factory=Counter)
+    #: When the worker logged the dependency recovered (this process's clock).
+    recovered_at: float | None = None
 
     def served(self) -> set[str]:
         return {e["command_id"] for _, e in self.forwarded if "command_id" in e}
@@ -106,6 +108,8 @@ async def worker(env: dict[str, str], log: Path) -> AsyncIterator[Worker]:
             running.events[event.get("event", "")] += 1
             if event.get("event") == "clerk.converse_prompt_forwarded":
                 running.forwarded.append((time.monotonic(), event))
+            elif event.get("event") == "clerk.converse_dependency_recovered":
+                running.recovered_at = time.monotonic()
 
     reader = asyncio.create_task(read())
     try:
@@ -231,7 +235,8 @@ async def scenario(moto: str, name: str, seconds: float) -> dict[str, Any]:
             await flow_task
             while await depth(clients, env["CONVERSE_QUEUE_URL"]):  # noqa: ASYNC110 a remote queue
                 await asyncio.sleep(0.5)
-            after_rate = rate(running, recovered, recovered + 30)
+            seen = running.recovered_at or recovered
+            after_rate = rate(running, seen, seen + 30)
         await proxy.close()
         prompts = Counter(await drain(clients, env["MODEL_QUEUE_URL"]))
         receive_counts = Counter(e.get("receive_count") for _, e in running.forwarded)
@@ -247,6 +252,7 @@ async def scenario(moto: str, name: str, seconds: float) -> dict[str, Any]:
             "failing_requests_per_second": round(answered / seconds, 2),
             "receives_during_brownout": receives,
             "recovery_to_drained_seconds": None if drained_in is None else round(drained_in, 1),
+            "recovery_seen_after_seconds": round(seen - recovered, 1),
             "backlog_after_recovery": len(before) - len(before & served_before(running, recovered)),
             "served_per_second_normal": normal_rate,
             "served_per_second_after_recovery": after_rate,
