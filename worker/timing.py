@@ -51,7 +51,12 @@ class LoopClock:
         return asyncio.timeout(seconds)
 
 
-def full_jitter(low: float, high: float) -> float:
+def equal_jitter(low: float, high: float) -> float:
+    """A uniform draw from ``[low, high]``. :meth:`Backoff.delay` passes ``[ceiling/2,
+    ceiling]``: what the AWS Architecture Blog's "Exponential Backoff And Jitter" names
+    *equal jitter* (``ceiling/2 + uniform(0, ceiling/2)``), not *full jitter*
+    (``uniform(0, ceiling)``). Half the ceiling is always waited, so retries never bunch
+    near zero."""
     return random.uniform(low, high)
 
 
@@ -67,8 +72,8 @@ class Backoff:
         doublings = min(max(attempt - 1, 0), _MAX_DOUBLINGS)
         return min(self.cap, math.ldexp(self.base, doublings))  # base * 2**doublings
 
-    def delay(self, attempt: int, jitter: Jitter = full_jitter) -> float:
-        """A wait between half the ceiling and the ceiling, chosen by ``jitter``."""
+    def delay(self, attempt: int, jitter: Jitter = equal_jitter) -> float:
+        """A wait between half the ceiling and the ceiling, chosen by ``jitter`` (equal jitter)."""
         ceiling = self.ceiling(attempt)
         return jitter(ceiling / 2, ceiling)
 

@@ -12,9 +12,10 @@ action, resource, principal and every condition match:
 - ``Principal``: ``"*"``, or ``{"Service": …}`` / ``{"AWS": …}`` naming the caller (an account
   id or ``arn:…:root`` names every principal of that account); a statement without one (an
   identity policy) applies to its own caller;
-- ``Condition``: ``StringEquals``, ``StringLike``, ``ArnEquals``, ``ArnLike`` (matched segment
-  by segment, so a ``*`` never crosses a ``:``) and ``Bool``; every operator and every key must
-  match, any one value of a key is enough; a key absent from the request does not match.
+- ``Condition``: ``StringEquals``, ``StringLike``, ``ArnEquals`` and ``ArnLike`` (the same
+  operator in AWS: both take ``*`` and ``?``, matched segment by segment, so a ``*`` never
+  crosses a ``:``) and ``Bool``; every operator and every key must match, any one value of a
+  key is enough; a key absent from the request does not match.
 
 What it does not model it refuses rather than guesses: other condition operators and set
 operators (``ForAnyValue:``), ``NotPrincipal``, policy variables (``${aws:username}``). Also
@@ -91,7 +92,9 @@ def wildcard_match(pattern: str, value: str, *, case_sensitive: bool) -> bool:
 
 
 def arn_like(pattern: str, arn: str) -> bool:
-    """``ArnLike``: each of the six ``:``-separated ARN parts matched on its own."""
+    """``ArnLike`` and ``ArnEquals``: each of the six ``:``-separated ARN parts matched on its
+    own. IAM's reference gives the two operators one behaviour: ``ArnEquals`` takes wildcards
+    too, it is not a string comparison."""
     pattern_parts = pattern.split(":", 5)
     arn_parts = arn.split(":", 5)
     if len(pattern_parts) != 6 or len(arn_parts) != 6:
@@ -182,9 +185,7 @@ def _condition_value_matches(operator: str, wanted: str, actual: str) -> bool:
         return wanted == actual
     if operator == "StringLike":
         return wildcard_match(wanted, actual, case_sensitive=True)
-    if operator == "ArnEquals":
-        return wanted == actual
-    if operator == "ArnLike":
+    if operator in ("ArnEquals", "ArnLike"):
         return arn_like(wanted, actual)
     return wanted.lower() == actual.lower()  # Bool
 

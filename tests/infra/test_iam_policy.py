@@ -196,6 +196,34 @@ def test_every_condition_must_hold_and_a_missing_key_does_not_match() -> None:
     )
 
 
+ECS = "arn:aws:ecs:eu-west-1:111122223333"
+
+
+@pytest.mark.parametrize("operator", ["ArnEquals", "ArnLike"])
+@pytest.mark.parametrize(
+    ("pattern", "source", "matches"),
+    [
+        # Wildcards: ArnEquals once compared strings here, and refused these two.
+        (f"{ECS}:task/*", f"{ECS}:task/a", True),
+        ("arn:aws:ecs:eu-west-?:111122223333:*", f"{ECS}:task/a", True),
+        # Segment by segment: a * does not swallow the account.
+        ("arn:aws:ecs:*:task/a", f"{ECS}:task/a", False),
+        (f"{ECS}:task/a", f"{ECS}:task/a", True),
+        (f"{ECS}:task/a", f"{ECS}:task/b", False),
+    ],
+)
+def test_arn_equals_and_arn_like_are_one_operator_wildcards_included(
+    operator: str, pattern: str, source: str, matches: bool
+) -> None:
+    """AWS's condition operator reference: ArnEquals and ArnLike behave the same."""
+    document = trust(**{operator: {"aws:SourceArn": pattern}})
+    ecs = Principal("Service", "ecs-tasks.amazonaws.com")
+    request = Request(
+        "sts:AssumeRole", "arn:aws:iam::111122223333:role/worker", ecs, {"aws:SourceArn": source}
+    )
+    assert is_allowed([document], request) is matches
+
+
 def test_condition_keys_are_case_insensitive_and_any_listed_value_is_enough() -> None:
     document = policy(
         allow(

@@ -10,6 +10,7 @@ run of a test is the same run, so tests can assert exact times, delays and batch
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import heapq
 import itertools
@@ -29,17 +30,32 @@ async def one_pass() -> None:
 
 
 async def settle() -> None:
-    """Run the loop until nothing is ready: every task now waits on the clock or the test.
-
-    Reads the loop's ready queue (``_ready``, CPython's ``BaseEventLoop``): asyncio has no
-    public way to ask whether anything is runnable, and this is a test helper only.
-    """
-    loop: Any = asyncio.get_running_loop()
+    """Run the loop until nothing is ready: every task now waits on the clock or the test."""
+    ready = _ready_queue(asyncio.get_running_loop())
     for _ in range(MAX_PASSES):
         await one_pass()
-        if not loop._ready:
+        if not ready:
             return
     raise AssertionError("the tasks never settled: something spins without waiting")
+
+
+def _ready_queue(loop: asyncio.AbstractEventLoop) -> collections.deque[Any]:
+    """The loop's queue of callbacks ready to run: a private attribute, read because asyncio has
+    no public way to ask whether anything is runnable (a test helper only).
+
+    CPython's ``BaseEventLoop`` keeps it as the deque ``_ready`` on 3.11, 3.12 and 3.13 alike
+    (the unit suite runs on each: noxfile.py); 3.12's eager tasks do not change it, as they run
+    their first step at creation, without the queue, and only when a test installs
+    ``asyncio.eager_task_factory``. A loop without it (uvloop, a future CPython) is refused
+    here, loudly, rather than settled by guess.
+    """
+    ready = getattr(loop, "_ready", None)
+    if not isinstance(ready, collections.deque):
+        raise AssertionError(
+            f"{type(loop).__name__} keeps no deque `_ready`: settle() cannot tell when "
+            "nothing is runnable (it reads CPython's BaseEventLoop._ready)"
+        )
+    return ready
 
 
 class FakeClock:

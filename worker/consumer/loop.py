@@ -49,8 +49,8 @@ from worker.timing import (
     Clock,
     Jitter,
     LoopClock,
+    equal_jitter,
     first_done,
-    full_jitter,
     sleep_unless,
     wait_all_within,
 )
@@ -73,7 +73,7 @@ class Consumer:
         dead_letters: MessageSender,
         policy: ConsumerPolicy,
         clock: Clock | None = None,
-        jitter: Jitter = full_jitter,
+        jitter: Jitter = equal_jitter,
         telemetry: Telemetry | None = None,
         liveness: Liveness | None = None,
         probes: Mapping[str, Probe] | None = None,

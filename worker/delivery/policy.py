@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from worker.timing import Backoff, Jitter, full_jitter
+from worker.timing import Backoff, Jitter, equal_jitter
 
 #: After a failed receive, before the next.
 RECEIVE_BACKOFF = Backoff(base=0.5, cap=20.0)
@@ -49,7 +49,7 @@ class ConsumerPolicy:
         """The lease heartbeat's period: a third of the visibility timeout."""
         return max(1.0, self.visibility_timeout / 3)
 
-    def retry_delay(self, receive_count: int, jitter: Jitter = full_jitter) -> int:
+    def retry_delay(self, receive_count: int, jitter: Jitter = equal_jitter) -> int:
         """Seconds a failed message stays away: exponential in its receive count, jittered."""
         backoff = Backoff(base=self.retry_base_seconds, cap=self.retry_max_seconds)
         return max(1, round(backoff.delay(receive_count, jitter)))
