@@ -17,7 +17,10 @@ from worker.consumer.outages import Outages
 from worker.delivery.outcomes import Done, Outcome, Retry
 from worker.errors import StoreUnavailable
 from worker.ports import ReceivedMessage
+from worker.telemetry import metrics as m
 from worker.telemetry.health import Liveness
+from worker.telemetry.metrics import MetricsBook
+from worker.telemetry.turn import Telemetry
 
 THROTTLED = Retry(
     "dynamodb.UpdateItem failed: ProvisionedThroughputExceededException (HTTP 400)",
@@ -89,9 +92,12 @@ async def test_recovery_is_logged_and_counted_and_held_turns_run_at_once(run: Ru
     brownout = Brownout(run.clock, 0.0, 50.0, SEND_FAILED)
     run.stage.outcome = brownout
     run.queue.put(*messages(5))
-    run.start(policy(worker_concurrency=16))
+    book = MetricsBook()
+    run.start(policy(worker_concurrency=16), telemetry=Telemetry(metrics=book, clock=run.clock))
     with captured_logs() as logs:
         await run.stop_at(80.0)
+    counts = book.take().counts
+    assert (counts[m.DEPENDENCY_FAILING], counts[m.DEPENDENCY_RECOVERED]) == (1, 1)
     failing = [e for e in logs if e["event"] == "clerk.converse_dependency_failing"]
     recovered = [e for e in logs if e["event"] == "clerk.converse_dependency_recovered"]
     assert [(e["dependency"], e["kind"], e["failures"]) for e in failing] == [
