@@ -4,6 +4,7 @@ with a backlog and a steady flow, on the CloudFormation defaults (converse visib
 
     .venv/bin/python -m bench.parts.brownout                      # 60 s and 300 s, both
     .venv/bin/python -m bench.parts.brownout --seconds 60 --only dynamodb
+    .venv/bin/python -m bench.parts.brownout --seconds 300 --only dynamodb --flow 1
 
 One moto server (its own process), the fault proxy (``localaws.fault_proxy``, in this
 process) in front of it, one ``worker run`` (``WORKER_CONCURRENCY`` 16) pointed at the
@@ -148,9 +149,11 @@ async def drain(clients: Clients, url: str) -> list[str]:
         )
 
 
-async def scenario(moto: str, name: str, seconds: float) -> dict[str, Any]:
+async def scenario(
+    moto: str, name: str, seconds: float, flow_per_second: int = FLOW_PER_SECOND
+) -> dict[str, Any]:
     service, fault_of = FAULTS[name]
-    resources = Resources(prefix=f"brown-{name}-{int(seconds)}")
+    resources = Resources(prefix=f"brown-{name}-{int(seconds)}-{flow_per_second}")
     async with aws_clients() as clients:
         env = await create_resources(
             clients.sqs, clients.dynamodb, clients.s3, resources, region="us-east-1"
@@ -200,7 +203,7 @@ async def scenario(moto: str, name: str, seconds: float) -> dict[str, Any]:
 
         async def flow() -> None:
             while flowing:
-                await send(FLOW_PER_SECOND)
+                await send(flow_per_second)
                 await asyncio.sleep(1.0)
 
         unhealthy = []
@@ -243,6 +246,7 @@ async def scenario(moto: str, name: str, seconds: float) -> dict[str, Any]:
         return {
             "scenario": name,
             "brownout_seconds": seconds,
+            "flow_per_second": flow_per_second,
             "sent": len(sent),
             "served": len(prompts),
             "dead_lettered": await depth(clients, dlq),
@@ -272,7 +276,10 @@ def rate(running: Worker, start: float, end: float) -> float:
 
 
 async def main(
-    seconds: list[float], only: list[str], say: Callable[[str], None] = print
+    seconds: list[float],
+    only: list[str],
+    say: Callable[[str], None] = print,
+    flow_per_second: int = FLOW_PER_SECOND,
 ) -> list[dict[str, Any]]:
     """Each scenario in turn, on a moto server of its own; each result also ``say``-ed."""
     results = []
@@ -280,7 +287,7 @@ async def main(
         os.environ.update(aws_environ(moto))
         for length in seconds:
             for name in only:
-                results.append(await scenario(moto, name, length))
+                results.append(await scenario(moto, name, length, flow_per_second))
                 say(json.dumps(results[-1]))
     return results
 
@@ -294,5 +301,6 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("--seconds", type=float, action="append", help="default: 60 and 300")
     parser.add_argument("--only", action="append", choices=list(FAULTS))
+    parser.add_argument("--flow", type=int, default=FLOW_PER_SECOND, help="commands a second")
     args = parser.parse_args()
-    asyncio.run(main(args.seconds or [60.0, 300.0], args.only or list(FAULTS), print))
+    asyncio.run(main(args.seconds or [60.0, 300.0], args.only or list(FAULTS), print, args.flow))
