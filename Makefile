@@ -66,9 +66,13 @@ LOCALSTACK_PINS := 'localstack-core[runtime]==4.7.0' 'cbor2<6' 'pyopenssl<25' 'c
 
 localstack-host: $(LOCALSTACK_VENV)/.installed
 
-$(LOCALSTACK_VENV)/.installed:
+# Installed from its own hashed lock (`make lock` writes it from LOCALSTACK_PINS), like every
+# other tool CI runs: a new release of one of LocalStack's many dependencies cannot break CI.
+LOCALSTACK_LOCK := requirements-localstack.lock
+
+$(LOCALSTACK_VENV)/.installed: $(LOCALSTACK_LOCK)
 	test -x $(LOCALSTACK_VENV)/bin/python || $(PYTHON) -m venv $(LOCALSTACK_VENV)
-	$(LOCALSTACK_VENV)/bin/python -m pip install --quiet $(LOCALSTACK_PINS)
+	$(LOCALSTACK_VENV)/bin/python -m pip install --quiet --no-deps --require-hashes -r $(LOCALSTACK_LOCK)
 	@touch $@
 
 # The scanners and the lock tool, in their own venv: checkov brings many dependencies of its
@@ -114,6 +118,7 @@ lock: tools
 	$(BUILD_REQUIRES) | $(COMPILE) pyproject.toml - --extra dev --constraint requirements.lock \
 		--output-file requirements-dev.lock
 	printf '%s\n' $(TOOLS_PINS) | $(COMPILE) - --output-file requirements-tools.lock
+	printf '%s\n' $(LOCALSTACK_PINS) | $(COMPILE) - --output-file $(LOCALSTACK_LOCK)
 
 # The compose file needs a Docker engine; machines without one use `make run` (moto) and the
 # host LocalStack above.

@@ -26,7 +26,11 @@ One run, on this machine, every comparison reported as a ratio::
 8. the model's bill: the workload's conversations played turn by turn through the worker
    in both window modes, every prompt priced under the prompt cache, beside the stepped
    peer, with a sensitivity to the cache's rules and counsel's pauses
-   (:mod:`bench.parts.model_bill`; about 12 min, 3 with ``--quick``).
+   (:mod:`bench.parts.model_bill`; about 12 min, 3 with ``--quick``); then issue 24's
+   contenders (the fold-lagged summary, cache lifetimes per turn, the mixed paces) through
+   the pure pipeline (:mod:`bench.parts.cache_ttl_study`, about 6 min) and its default
+   played through the worker, checked view for view (:mod:`bench.parts.cache_ttl_play`,
+   about 14 min);
 
 Then docs/SCALING.md, the capacity model, from the same figures (:mod:`bench.reports.scaling`).
 
@@ -36,7 +40,7 @@ dynalite for DynamoDB (installed with npm on first use), pointed at by
 feed and drain always talk to the servers directly; only the contenders of the "with
 latency" rows go through the proxy.
 
-``--only throughput,latency,profile,cost,telemetry,bill`` runs just those server parts (for
+``--only throughput,latency,profile,cost,telemetry,bill,ttl`` runs just those server parts (for
 development) and writes their figures to ``.bench/partial/results.json`` instead of the report; with
 ``--before`` part 3 also runs the worker as of :data:`BEFORE_REF` (a full run always does).
 The calls per command before and after issue 14, in a few minutes::
@@ -77,6 +81,8 @@ from bench.load.workload import (
     state_item,
 )
 from bench.parts import (
+    cache_ttl_play,
+    cache_ttl_study,
     cost_per_turn,
     latency,
     model_bill,
@@ -553,7 +559,7 @@ def summarise_runs(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-PARTS = ("cost", "throughput", "latency", "profile", "telemetry", "bill")
+PARTS = ("cost", "throughput", "latency", "profile", "telemetry", "bill", "ttl")
 
 
 async def run_parts(
@@ -624,6 +630,14 @@ async def run_parts(
             results["model_bill"] = await model_bill.measure(
                 clients, servers, quick=plan.quick, say=say, workdir=WORK_DIR
             )
+        if "ttl" in parts:
+            say("part 8, issue 24: the cache lifetimes' contenders, then the default's play")
+            results["cache_ttl"] = {
+                "study": cache_ttl_study.run(
+                    quick=plan.quick, headroom=None, cases=cache_ttl_study.CASES
+                ),
+                "play": await cache_ttl_play.measure(clients, servers, quick=plan.quick, say=say),
+            }
     return results
 
 
@@ -729,6 +743,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         model_bill.write(
             document["model_bill"], out_dir, worker["calls_per_command"] if worker else None
         )
+    if "cache_ttl" in document and "model_bill" in document:
+        from bench.reports import cache_ttl
+
+        cache_ttl.write(document["cache_ttl"], document["model_bill"], out_dir)
     out_doc.write_text(report.markdown(document, out_dir, out_doc), encoding="utf-8")
     say(f"wrote {out_doc.relative_to(REPO_ROOT)} and {out_dir.relative_to(REPO_ROOT)}/")
     from bench.reports import scaling

@@ -3,8 +3,10 @@
 Two layers, as the service has them:
 
 - :func:`botocore_errors` runs botocore's own parameter validation of the Converse input
-  against the ``bedrock-runtime`` service model botocore ships (shapes, required members,
-  one member per union block such as ``{"text": …}`` or ``{"cachePoint": …}``);
+  against a ``bedrock-runtime`` service model (shapes, required members, one member per
+  union block such as ``{"text": …}`` or ``{"cachePoint": …}``): botocore 1.44.5's, kept
+  as test data (``tests/data/botocore-1.44.5``), because the botocore aioboto3 pins
+  (1.40.61) predates ``CachePointBlock.ttl`` and would refuse every cache-aligned view;
 - :func:`service_rule_errors` states the rules only the service enforces, each beside the
   ValidationException text it answers to (as users of LangChain, Semantic Kernel, Dify,
   LiteLLM and Portkey have reported them against the live service), cache points
@@ -16,20 +18,31 @@ trims, so this checker is at least as strict as the service.
 
 from __future__ import annotations
 
+import itertools
+from pathlib import Path
 from typing import Any
 
-import botocore.session
+from botocore.loaders import Loader
+from botocore.model import ServiceModel
 from botocore.validate import ParamValidator
 
 #: Any model id: the service model only requires one to be there.
 MODEL_ID = "anthropic.claude-sonnet-4-20250514-v1:0"
 
-_CONVERSE_INPUT = (
-    botocore.session.get_session()
-    .get_service_model("bedrock-runtime")
-    .operation_model("Converse")
-    .input_shape
+#: The first botocore whose bedrock-runtime model this checker uses: it knows
+#: ``CachePointBlock.ttl`` (enum ``5m`` / ``1h``).
+BOTOCORE_MODEL_VERSION = "1.44.5"
+MODEL_DIR = Path(__file__).parent / "data" / f"botocore-{BOTOCORE_MODEL_VERSION}"
+
+_SERVICE = ServiceModel(
+    Loader(
+        extra_search_paths=[str(MODEL_DIR)], include_default_search_paths=False
+    ).load_service_model("bedrock-runtime", "service-2"),
+    "bedrock-runtime",
 )
+_CONVERSE_INPUT = _SERVICE.operation_model("Converse").input_shape
+#: The TTLs the model's ``CacheTTL`` enum names (botocore does not check enums itself).
+CACHE_TTLS = tuple(_SERVICE.shape_for("CacheTTL").enum)
 
 
 def botocore_errors(converse: dict[str, Any]) -> str | None:
@@ -104,9 +117,18 @@ def cache_point_errors(converse: dict[str, Any]) -> list[str]:
     # Bedrock refuses the request with a ValidationException.)
     if len(points) > MAX_CACHE_POINTS:
         errors.append(f"A request holds {len(points)} cache points; at most 4 are allowed.")
+    lives = []
     for point in points:
         if point["cachePoint"].get("type") != "default":
             errors.append("A cachePoint's type must be default.")
+        ttl = point["cachePoint"].get("ttl", "5m")
+        if ttl not in CACHE_TTLS:
+            errors.append(f"A cachePoint's ttl must be one of {', '.join(CACHE_TTLS)}.")
+        lives.append(ttl == "1h")
+    # Bedrock refuses a point with a longer TTL than one before it (tools, system,
+    # messages): a 1h point after a 5m one.
+    if any(later and not earlier for earlier, later in itertools.pairwise(lives)):
+        errors.append("A cachePoint has a longer ttl than a cachePoint before it.")
     return errors
 
 

@@ -150,8 +150,10 @@ class WindowAnchors(Protocol):
     this stage (the compactor leaves it alone)."""
 
     async def store_anchor(self, conversation_id: str, anchor: WindowAnchor) -> None:
-        """Set ``window_anchor`` and ``window_anchor_folded_through`` in one write, leaving
-        every other attribute of the item as it is. Unconditional: of two turns racing,
+        """Set ``window_anchor`` and ``window_anchor_folded_through``, and the summary in
+        force the anchor carries (``window_summary``, ``window_summary_folded_through``;
+        removed when it carries none), in one write, leaving every other attribute of the
+        item as it is. Unconditional: of two turns racing,
         the last write wins, and the loser's next turn at worst re-anchors (a cache miss,
         never a rule: the window checks any anchor it is given)."""
         ...

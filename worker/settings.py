@@ -17,6 +17,7 @@ from worker.memory.cache_aligned import (
     DEFAULT_HEADROOM_TOKENS,
     AnchorHeadroom,
 )
+from worker.memory.cache_ttl import HistoryCacheTtl
 from worker.telemetry.probe import DEFAULT_HEALTH_FILE
 
 
@@ -99,6 +100,12 @@ class Settings(BaseSettings):
     history_window_mode: Literal["sliding", "cache-aligned"] = "sliding"
     history_window_anchor_headroom_tokens: int = Field(default=DEFAULT_HEADROOM_TOKENS, ge=0)
     history_window_anchor_headroom_messages: int = Field(default=DEFAULT_HEADROOM_MESSAGES, ge=0)
+    # Cache-aligned mode only: the view's cache points' `ttl` (`adaptive`: chosen per turn
+    # from the conversation's pace, worker/memory/cache_ttl.py), and the model's minimum
+    # prefix before a point (1,024 Claude Sonnet 4 / 3.7 and Opus 4; 2,048 Claude 3.5
+    # Haiku; 4,096 Haiku 4.5 and Opus 4.5), below which a point is worth nothing.
+    history_cache_ttl: HistoryCacheTtl = "adaptive"
+    prompt_cache_min_tokens: int = Field(default=1024, ge=1)
 
     @model_validator(mode="after")
     def _headroom_below_the_budget(self) -> Self:

@@ -51,6 +51,10 @@ PAUSE_MODELS: dict[str, str] = {
     "interrupted": "sessions as above, but a third of the gaps within a session are "
     "interruptions of 5-30 min (uniform: a call, a look at the contract itself)",
     "cold": "every gap 6-60 min (uniform): the 5-minute cache never survives a pause",
+    "deliberate": "sessions as above, but the gaps within a session lognormal (median "
+    "4 min, sigma 0.8, clipped to 20 s-60 min): a long answer read, a clause checked",
+    "mixed": "each conversation draws a profile: 40% brisk (sessions: 30 s-3 min), 30% "
+    "deliberate, 20% interrupted, 10% cold, each with its breaks between sessions as above",
     # cache_sim's models (issue 19's first estimate), kept as they were:
     "brisk": "20 s-4 min (uniform), always within the 5-minute TTL",
     "typical": "75% 20 s-4 min, 15% 4-15 min, 10% 20 min-4 h (uniform in each band)",
@@ -73,6 +77,10 @@ def pause(rng: random.Random, model: str) -> float:
         return rng.uniform(300, 1_800) if rng.random() < 1 / 3 else rng.uniform(30, 180)
     if model == "cold":
         return rng.uniform(360, 3_600)
+    if model == "deliberate":
+        if roll < 0.05:
+            return math.exp(rng.uniform(math.log(3_600), math.log(16 * 3_600)))
+        return min(3_600.0, max(20.0, 240.0 * math.exp(rng.gauss(0.0, 0.8))))
     if model == "brisk":  # always within the 5-minute TTL
         return rng.uniform(20, 240)
     if model == "typical":  # reading an answer and typing; now and then away
@@ -84,10 +92,33 @@ def pause(rng: random.Random, model: str) -> float:
     raise ValueError(f"unknown pause model {model!r}")
 
 
+#: The ``mixed`` population's profiles and their shares (issue 24's study).
+MIXED_PROFILES: tuple[tuple[str, float], ...] = (
+    ("sessions", 0.4),
+    ("deliberate", 0.3),
+    ("interrupted", 0.2),
+    ("cold", 0.1),
+)
+
+
+def pace_profile(conversation_id: str, model: str, *, seed: int = 11) -> str:
+    """The pause model one conversation follows: ``model`` itself, or under ``mixed`` the
+    profile it draws (seeded per conversation)."""
+    if model != "mixed":
+        return model
+    roll = random.Random(f"profile/{seed}/{conversation_id}").random()
+    for profile, share in MIXED_PROFILES:
+        if roll < share:
+            return profile
+        roll -= share
+    return MIXED_PROFILES[-1][0]
+
+
 def turn_times(conversation_id: str, turns: int, model: str, *, seed: int = 11) -> list[float]:
     """Seconds from the replay's start at which each turn (1..turns) is sent: the sum of
     the pauses before it, seeded per conversation (the same for every contender)."""
     rng = random.Random(f"pauses/{seed}/{conversation_id}/{model}")
+    model = pace_profile(conversation_id, model, seed=seed)
     at, times = 0.0, []
     for _ in range(turns):
         at += pause(rng, model)

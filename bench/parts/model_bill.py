@@ -69,7 +69,12 @@ from worker.memory import (
     render_converse,
 )
 from worker.memory.cache_aligned import AnchorHeadroom, WindowAnchor, cache_aligned_window
-from worker.memory.converse import ConverseView, previous_history_end
+from worker.memory.converse import (
+    ConverseView,
+    cache_point_prefixes,
+    previous_history_end,
+    with_cache_ttls,
+)
 from worker.memory.prompt_cache import CacheRules, PromptCache, price_turn
 from worker.settings import Settings
 
@@ -186,12 +191,13 @@ def model_conversation(
         if sliding.floor_needs_older:  # the stage reads further back
             sliding = bound_history(reversed(history), limits)
         aligned = cache_aligned_window(
-            page, limits, folded_through=folded, anchor=anchor, headroom=headroom
+            page, limits, folded_through=folded, anchor=anchor, headroom=headroom, summary=summary
         )
         if aligned.window.floor_needs_older:
             aligned = cache_aligned_window(
-                reversed(history), limits, folded_through=folded, anchor=anchor, headroom=headroom
-            )
+                reversed(history), limits, folded_through=folded, anchor=anchor,
+                headroom=headroom, summary=summary,
+            )  # fmt: skip
         # Stored only when it differs from the stored one (the stage's anchor_to_write).
         new = aligned.anchor_to_store
         wrote = new is not None and new != anchor
@@ -203,7 +209,13 @@ def model_conversation(
         run.folded_through.append(folded)
         run.requests.append(plan.through if plan is not None else None)
         run.digests["sliding"].append(_digest(render_converse(sliding, current, summary)))
-        aligned_view = _with_points(aligned.window, current, summary)
+        # The worker plays with HISTORY_CACHE_TTL=5m here (part 8's pauses carry no
+        # timestamps; issue 24's adaptive TTLs are bench/parts/cache_ttl_study.py's), and
+        # shows the summary in force (fold-lagged).
+        aligned_view = _with_points(aligned.window, current, aligned.shown.summary)
+        aligned_view = with_cache_ttls(
+            aligned_view, ("5m",) * len(cache_point_prefixes(aligned_view))
+        )
         run.digests["cache-aligned"].append(_digest(aligned_view))
         outcome = aligned.outcome + (f":{aligned.reason}" if aligned.reason else "")
         run.views["cache-aligned"].append(
@@ -353,6 +365,7 @@ async def measure(
     for mode in MODES:
         say(f"part 8: the model's bill: {turns:,} turns through the worker in {mode} mode")
         plays[mode] = await play(clients, servers, conversations, mode=mode, lanes=LANES,
+                                 cache_ttl="5m",
                                  workdir=workdir, codec=codec, say=say, seed=SEED)  # fmt: skip
         result = plays[mode]
         say(f"  {mode}: {result.commands:,} turns in {result.seconds:.0f} s, "

@@ -28,16 +28,18 @@ import time
 from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from bench.contenders import contenders
-from bench.load.replay import FoldTrack, ReplayedConversation, ScriptedCompactor
+from bench.load.replay import START, FoldTrack, ReplayedConversation, ScriptedCompactor, turn_times
 from bench.load.traffic import Drain
 from bench.load.workload import message_items, put_items
 from bench.parts.cache_bill import ViewCodec
 from bench.servers.servers import Servers, create_bench_resources
-from worker.adapters.dynamodb import STATE_KEY
+from worker.adapters.dynamodb import STATE_KEY, rfc3339
+from worker.adapters.history_writer import message_item
 from worker.delivery.pointers import parse_pointer
 from worker.memory import FoldLimits, WindowLimits
 from worker.settings import Settings
@@ -165,8 +167,14 @@ async def play(
     codec: ViewCodec,
     say: Say,
     seed: int = 11,
+    pauses: str | None = None,
+    cache_ttl: str = "adaptive",
 ) -> PlayResult:
-    """Every turn of ``conversations`` through one worker process in ``mode``."""
+    """Every turn of ``conversations`` through one worker process in ``mode``. With
+    ``pauses`` (a pause model), each command carries ``sent_at`` and each stored message
+    ``created_at`` in the replay's virtual time (whole seconds from
+    :data:`bench.load.replay.START`), so the cache-aligned mode reads the pace from them;
+    ``cache_ttl`` is the worker's ``HISTORY_CACHE_TTL``."""
     settings = Settings.at_defaults()
     limits, fold = settings.window_limits, settings.fold_limits
     tag = f"bill-{mode}"
@@ -178,6 +186,7 @@ async def play(
         RECEIVE_WAIT_SECONDS="5",
         COMPACTION_RETRY_SECONDS="86400",  # the compactor answers every request
         HISTORY_WINDOW_MODE=mode,
+        HISTORY_CACHE_TTL=cache_ttl,
         LOG_FORMAT="json",
     )
     worker = contenders.worker(child, workdir, name=tag)
@@ -227,6 +236,7 @@ async def play(
                     result=result,
                     progress=progress,
                     seed=seed,
+                    pauses=pauses,
                 )
 
         await asyncio.gather(*(lane() for _ in range(lanes)))
@@ -301,32 +311,33 @@ async def _play_conversation(
     result: PlayResult,
     progress: _Progress,
     seed: int,
+    pauses: str | None = None,
 ) -> list[PlayedTurn]:
     cid = conversation.conversation_id
     track = FoldTrack(ScriptedCompactor(cid, seed))
     played: list[PlayedTurn] = []
+    times = turn_times(cid, conversation.turns, pauses, seed=seed) if pauses else None
     for turn in range(1, conversation.turns + 1):
         if track.before_turn(turn):
             assert track.summary is not None
             await table.land(cid, track.folded_through, track.summary)
         command = command_id(cid, turn)
         sent = time.time()
-        await sender.send(
-            json.dumps(
-                {
-                    "type": "converse",
-                    "command_id": command,
-                    "conversation_id": cid,
-                    "message": conversation.question(turn).content,
-                },
-                ensure_ascii=False,
-            )
-        )
+        body: dict[str, Any] = {
+            "type": "converse",
+            "command_id": command,
+            "conversation_id": cid,
+            "message": conversation.question(turn).content,
+        }
+        asked = START + timedelta(seconds=int(times[turn - 1])) if times else None
+        if asked is not None:
+            body["sent_at"] = rfc3339(asked)
+        await sender.send(json.dumps(body, ensure_ascii=False))
         if not await payloads.wait_for([command], within=TURN_TIMEOUT):
             raise RuntimeError(f"no payload for {command} within {TURN_TIMEOUT:g} s")
-        body = payloads.bodies.pop(command)
+        text = payloads.bodies.pop(command)
         arrived_ms = payloads.arrivals[command].arrived_ms
-        payload = json.loads(body)
+        payload = json.loads(text)
         history = conversation.history(turn)
         through: int | None = None
         plan = track.due(history, limits, fold)
@@ -353,10 +364,15 @@ async def _play_conversation(
                 arrived_ms=arrived_ms,
             )
         )
-        del payload, body, converse
-        await put_items(
-            clients.dynamodb, table.name, message_items(cid, conversation.exchange(turn))
-        )
+        del payload, text, converse
+        exchange = conversation.exchange(turn)
+        if asked is None:
+            items = message_items(cid, exchange)
+        else:  # the question stored (and answered) when it was sent
+            items = [
+                message_item(cid, m.seq, m.role, m.content, created_at=asked) for m in exchange
+            ]
+        await put_items(clients.dynamodb, table.name, items)
         progress.turn()
     return played
 

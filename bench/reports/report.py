@@ -662,7 +662,12 @@ def _model_bill(doc: dict[str, Any], rel: str) -> list[str]:
         return []
     from bench.reports.model_bill import section
 
-    return [*section(doc["model_bill"], rel, part3=_part3_calls(doc)), ""]
+    lines = [*section(doc["model_bill"], rel, part3=_part3_calls(doc)), ""]
+    if "cache_ttl" in doc:  # issue 24's contenders, within part 8
+        from bench.reports import cache_ttl
+
+        lines += [cache_ttl.doc_section(doc["cache_ttl"], doc["model_bill"]), ""]
+    return lines
 
 
 def _fold_gap(doc: dict[str, Any]) -> list[str]:

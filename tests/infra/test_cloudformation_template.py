@@ -82,6 +82,8 @@ ENV_FROM_PARAMETER = {
     "HISTORY_WINDOW_MAX_TOKENS": "HistoryWindowMaxTokens",
     "MEMORY_FOLD_MIN_TOKENS": "MemoryFoldMinTokens",
     "HISTORY_WINDOW_MODE": "HistoryWindowMode",
+    "HISTORY_CACHE_TTL": "HistoryCacheTtl",
+    "PROMPT_CACHE_MIN_TOKENS": "PromptCacheMinTokens",
     "WORKER_CONCURRENCY": "WorkerConcurrency",
 }
 
@@ -672,3 +674,17 @@ def test_the_outputs_name_everything_a_deployment_needs(template: dict[str, Any]
         "ClusterName",
         "ServiceName",
     }
+
+
+def test_the_cache_lifetime_parameters_take_what_the_settings_take_at_their_defaults(
+    template: dict[str, Any],
+) -> None:
+    """HISTORY_CACHE_TTL and PROMPT_CACHE_MIN_TOKENS beside HistoryWindowMode: the stack's
+    defaults are the worker's, and it offers no value the worker would refuse."""
+    ttl = template["Parameters"]["HistoryCacheTtl"]
+    minimum = template["Parameters"]["PromptCacheMinTokens"]
+    defaults = Settings.at_defaults()
+    assert ttl["Default"] == defaults.history_cache_ttl
+    assert set(ttl["AllowedValues"]) == {"adaptive", "5m", "1h"}
+    assert int(minimum["Default"]) == defaults.prompt_cache_min_tokens
+    assert int(minimum["MinValue"]) == 1

@@ -1,19 +1,25 @@
 """The cache-aligned mode through the real worker, turn after turn, with a scripted compactor.
 
 Three conversations grow one exchange a turn for 24 turns, served by one in-process worker
-(``HISTORY_WINDOW_MODE=cache-aligned``). Each turn the test sends the three commands, takes
-the prompts, waits until the worker is done with every command (deleted: its fold request
-and its anchor write come before the delete), then plays the compactor (each request is
-folded 1-3 turns after it left: ``folded_through`` and a new ``fold_summary``, only
-forward) and the writer (counsel's question, which was the command's message, and a
-scripted answer). Nothing waits on the wall clock: each step waits for the event before it.
+(``HISTORY_WINDOW_MODE=cache-aligned``, ``HISTORY_CACHE_TTL=adaptive``). Each turn the test
+sends the three commands (with ``sent_at`` in virtual time: one conversation brisk, one
+deliberate, one that pauses for 10-50 minutes), takes the prompts, waits until the worker
+is done with every command (deleted: its fold request and its anchor write come before the
+delete), then plays the compactor (each request is folded 1-3 turns after it left:
+``folded_through`` and a new ``fold_summary``, only forward) and the writer (counsel's
+question, stamped ``created_at`` with its ``sent_at``, and a scripted answer). Nothing waits
+on the wall clock: each step waits for the event before it.
 
 On every payload: Converse accepts it (botocore and the service's rules, by ``check_prompt``),
 its last block is the current message, the window is a suffix of the stored history that
 holds the floor, and either keeps the budget with nothing unfolded left out or is the
 sliding window (a fallback). Across consecutive turns that keep the anchor (no fold landed,
 no overflow), the previous view up to its history cache point is, block for block, the start
-of the next (and the prompt-cache model reads it). The anchor on the ``state`` item is the
+of the next (and the prompt-cache model reads it). The summary shown is the one in force
+(fold-lagged): a snapshot the ``state`` item holds beside the anchor, everything after its
+mark in the window; a fold landing keeps a fitting anchor. Each view's cache points carry
+the TTLs the log line names, never increasing along the prompt (Converse's rule, checked
+with a ``ttl``-aware botocore model). The anchor on the ``state`` item is the
 one the turn's ``clerk.converse_window_anchor`` line names, and the worker's own calls show
 what it costs: one Query a turn, and one UpdateItem of the ``state`` item per turn that
 stores an anchor or claims a fold request, never two (the anchor rides the claim).
@@ -28,6 +34,7 @@ import random
 from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -35,7 +42,7 @@ import pytest
 import worker.cli.runtime as runtime
 from tests.conftest import captured_logs
 from tests.integration.conftest import Stack, running_worker
-from worker.adapters.dynamodb import STATE_KEY, message_key, window_anchor
+from worker.adapters.dynamodb import STATE_KEY, message_key, rfc3339, window_anchor
 from worker.memory import HistoryMessage, bound_history, estimate_tokens
 from worker.memory.cache_aligned import WindowAnchor
 from worker.memory.prompt_cache import CacheRules, PromptCache, price_turn
@@ -44,6 +51,9 @@ from worker.settings import Settings
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 TURNS = 24
+START = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
+#: Seconds between questions, by conversation: brisk, deliberate, and away for a while.
+PACES = {"brief": (40, 150), "long": (400, 1500), "paste": (600, 3000)}
 ANCHOR_EVENT = "clerk.converse_window_anchor"
 WORDS = ("the", "parties", "agree", "clause", "notice", "term", "breach", "remedy", "liability")
 
@@ -68,6 +78,15 @@ class Conversation:
     previous_outcome: str | None = None
     prefixes_checked: int = 0
     outcomes: list[str] = field(default_factory=list)
+    summaries: dict[int, str] = field(default_factory=dict)
+    at: datetime = START  # the conversation's virtual clock: when the question was sent
+    ttls: Counter[str] = field(default_factory=Counter)
+    lagged_turns: int = 0
+
+    def next_question_time(self) -> datetime:
+        low, high = PACES[self.conversation_id.rsplit("-", 1)[-1]]
+        self.at += timedelta(seconds=self.rng.randint(low, high))
+        return self.at
 
     def question(self, turn: int) -> str:
         paste = self.conversation_id.endswith("paste") and turn in (9, 17)
@@ -107,6 +126,7 @@ async def fold(stack: Stack, c: Conversation, turn: int) -> None:
     if through <= c.folded_through:
         return
     summary = text(c.rng, f"Summary through {through}.", 500)
+    c.summaries[through] = summary
     await stack.clients.dynamodb.update_item(
         TableName=stack.env["HISTORY_TABLE"],
         Key={"pk": {"S": c.conversation_id}, "sk": {"S": STATE_KEY}},
@@ -120,7 +140,7 @@ async def fold(stack: Stack, c: Conversation, turn: int) -> None:
 async def append(stack: Stack, c: Conversation, question: str, answer: str) -> None:
     """The writer: counsel's question and its answer, as the next two seqs."""
     for role, content in (("user", question), ("assistant", answer)):
-        c.messages.append(HistoryMessage(len(c.messages) + 1, role, content))  # type: ignore[arg-type]
+        c.messages.append(HistoryMessage(len(c.messages) + 1, role, content, created_at=c.at))  # type: ignore[arg-type]
     await stack.put_items(
         [
             {
@@ -129,6 +149,7 @@ async def append(stack: Stack, c: Conversation, question: str, answer: str) -> N
                 "seq": {"N": str(m.seq)},
                 "role": {"S": m.role},
                 "content": {"S": m.content},
+                "created_at": {"S": rfc3339(m.created_at or START)},
             }
             for m in c.messages[-2:]
         ]
@@ -175,9 +196,22 @@ def check_window(c: Conversation, payload: dict[str, Any], event: dict[str, Any]
     assert window["kept"] <= limits.max_messages
     assert window["estimated_tokens"] <= limits.max_tokens
     if seqs:
-        assert seqs[0] <= c.folded_through + 1  # nothing the fold has not absorbed is out
+        # Nothing the summary shown has not absorbed is out (its mark may lag the newest).
+        assert seqs[0] <= event["summary_folded_through"] + 1 <= c.folded_through + 1
         assert payload["history"][0]["role"] == "user" or seqs[0] == 1  # an exchange's start
         assert seqs[0] == event["anchor_seq"]
+
+
+def check_ttls(c: Conversation, payload: dict[str, Any], event: dict[str, Any]) -> None:
+    """The view's points carry the TTLs the log line names (a dropped point is absent),
+    never increasing along the prompt, at most 3."""
+    converse = payload["converse"]
+    blocks = [*converse["system"], *(b for m in converse["messages"] for b in m["content"])]
+    points = [b["cachePoint"]["ttl"] for b in blocks if "cachePoint" in b]
+    assert points == [t for t in event["ttls"] if t != "none"]
+    assert len(event["ttls"]) <= 3
+    assert "5m" not in points or "1h" not in points[points.index("5m") :]
+    c.ttls.update(event["ttls"])
 
 
 def check_prefix(
@@ -196,7 +230,10 @@ def check_prefix(
     previous = c.previous
     if event["outcome"] != "kept" or previous is None or c.previous_outcome == "fallback":
         return
-    assert payload["converse"]["system"] == previous["converse"]["system"]
+    # The same summary text (its point's TTL may change: that is no byte of the prefix).
+    assert [b for b in payload["converse"]["system"] if "text" in b] == [
+        b for b in previous["converse"]["system"] if "text" in b
+    ]
     prefix = blocks_before_the_history_point(previous)
     if not prefix:  # the first turn: no history, no history cache point
         return
@@ -241,6 +278,7 @@ async def test_a_conversation_through_the_real_worker_keeps_its_prompt_prefix(
     ]
     by_id = {c.conversation_id: c for c in conversations}
     settings = stack.settings(history_window_mode="cache-aligned", compaction_retry_seconds=3600)
+    assert settings.history_cache_ttl == "adaptive"
     with captured_logs() as logs:
         async with running_worker(settings):
             for turn in range(1, TURNS + 1):
@@ -252,6 +290,7 @@ async def test_a_conversation_through_the_real_worker_keeps_its_prompt_prefix(
                         command_id=f"t{turn}",
                         conversation_id=c.conversation_id,
                         message=questions[c.conversation_id],
+                        sent_at=rfc3339(c.next_question_time()),
                     )
                 prompts = await receive(stack, "MODEL_QUEUE_URL", len(conversations))
                 await stack.until_empty("CONVERSE_QUEUE_URL", within=120)
@@ -270,17 +309,27 @@ async def test_a_conversation_through_the_real_worker_keeps_its_prompt_prefix(
                     c.outcomes.append(f"{event['outcome']}:{event['reason']}")
                     assert payload["message"] == questions[c.conversation_id]
                     memory = payload["memory"]
-                    assert (memory["folded_through"] if memory else 0) == c.folded_through
+                    shown = event["summary_folded_through"]
+                    assert (memory["folded_through"] if memory else 0) == shown
+                    if memory:  # the summary in force: the one written at its mark
+                        assert memory["summary"] == c.summaries[shown]
+                    assert event["summary_behind"] == c.folded_through - shown
+                    c.lagged_turns += event["outcome"] == "kept" and shown < c.folded_through
                     check_window(c, payload, event)
+                    check_ttls(c, payload, event)
                     check_prefix(c, payload, event, turn)
                     # The anchor stored is the one the log line names (a fallback keeps the
                     # stored one: it writes nothing).
-                    stored = window_anchor(await stack.state_item(c.conversation_id))
+                    state = await stack.state_item(c.conversation_id)
+                    stored = window_anchor(state)
                     if event["outcome"] == "fallback":
                         expected = event["stored_seq"], event["stored_folded_through"]
                     else:
                         expected = event["anchor_seq"], event["anchor_folded_through"]
                     assert stored == (WindowAnchor(*expected) if expected[0] is not None else None)
+                    if stored is not None:  # its snapshot: the summary in force, at its mark
+                        assert stored.snapshot is not None
+                        assert stored.snapshot.folded_through == stored.folded_through
                     assert event["write"] == (
                         event["outcome"] == "reanchored"
                         and (event["anchor_seq"], event["anchor_folded_through"])
@@ -309,9 +358,13 @@ async def test_a_conversation_through_the_real_worker_keeps_its_prompt_prefix(
         "extra UpdateItem per turn": round(len(writing - claiming) / turns, 3),
     }
     outcomes = {o for c in conversations for o in c.outcomes}
-    # The run reaches every case the rule has (else the checks above could be vacuous).
-    assert {"reanchored:first_turn", "kept:None", "reanchored:fold_moved"} <= outcomes
-    assert "reanchored:overflow" in outcomes
+    # The run reaches every case the rule has (else the checks above could be vacuous): a
+    # fold landing kept a fitting anchor and its summary, an overflow took the newest.
+    assert {"reanchored:first_turn", "kept:None", "reanchored:overflow"} <= outcomes
+    assert sum(c.lagged_turns for c in conversations) > 0
+    # The pace chose: 5m for the brisk conversation, 1h somewhere for the slower ones.
+    assert by_id["matter-aligned-brief"].ttls["5m"] > 0
+    assert by_id["matter-aligned-long"].ttls["1h"] + by_id["matter-aligned-paste"].ttls["1h"] > 0
     assert sum(c.prefixes_checked for c in conversations) >= TURNS
     for c in conversations:
         assert c.outcomes[0] == "reanchored:first_turn"

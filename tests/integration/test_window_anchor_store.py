@@ -11,7 +11,7 @@ import pytest
 from tests.integration.conftest import Stack, exchanges
 from worker.adapters.dynamodb import STATE_KEY, DynamoHistoryStore
 from worker.memory import CompactionPlan, FoldState
-from worker.memory.cache_aligned import WindowAnchor
+from worker.memory.cache_aligned import SummarySnapshot, WindowAnchor
 
 pytestmark = pytest.mark.integration
 
@@ -93,3 +93,54 @@ async def test_a_missing_or_malformed_pair_is_no_anchor(
     await stack.put_items([{"pk": {"S": "matter-a5"}, "sk": {"S": STATE_KEY}, **attributes}])
     page = await store_of(stack).load_page("matter-a5", 27)
     assert page.anchor is None and len(page.messages) == 4
+
+
+async def test_the_summary_in_force_is_stored_with_the_anchor_and_read_back_with_it(
+    stack: Stack,
+) -> None:
+    """The snapshot rides the anchor's write (window_summary, window_summary_folded_through)
+    and comes back in the one Query; a new anchor without one removes the old, so no stale
+    summary outlives the anchor it was taken for."""
+    await stack.seed("matter-a6", exchanges(3), folded_through=4, summary="folded at 4")
+    store = store_of(stack)
+    snapshot = SummarySnapshot("folded at 4", 4)
+    await store.store_anchor("matter-a6", WindowAnchor(3, 4, snapshot))
+    page = await store.load_page("matter-a6", 27)
+    assert page.anchor is not None and page.anchor.snapshot == snapshot
+    state = await stack.state_item("matter-a6")
+    assert state["window_summary"] == {"S": "folded at 4"}
+    assert state["window_summary_folded_through"] == {"N": "4"}
+    assert state["fold_summary"] == {"S": "folded at 4"}  # the compactor's, untouched
+    await store.store_anchor("matter-a6", WindowAnchor(5, 4))  # too large to snapshot, say
+    state = await stack.state_item("matter-a6")
+    assert "window_summary" not in state and "window_summary_folded_through" not in state
+    assert (await store.load_page("matter-a6", 27)).anchor == WindowAnchor(5, 4)
+    # No summary yet (mark 0): the mark alone is the snapshot.
+    await store.claim_compaction(
+        "matter-a6",
+        PLAN,
+        seen=page.state,
+        now=NOW,
+        anchor=WindowAnchor(1, 0, SummarySnapshot(None, 0)),
+    )
+    back = (await store.load_page("matter-a6", 27)).anchor
+    assert back is not None and back.snapshot == SummarySnapshot(None, 0)
+
+
+async def test_created_at_is_read_with_each_message_and_a_bad_one_is_no_time(
+    stack: Stack,
+) -> None:
+    await stack.put_items(
+        [
+            {"pk": {"S": "matter-a7"}, "sk": {"S": f"msg#{seq:012d}"}, "seq": {"N": str(seq)},
+             "role": {"S": role}, "content": {"S": "text"}, **extra}
+            for seq, role, extra in (
+                (1, "user", {"created_at": {"S": "2026-11-30T09:00:00Z"}}),
+                (2, "assistant", {"created_at": {"S": "yesterday"}}),
+                (3, "user", {}),
+            )
+        ]
+    )  # fmt: skip
+    page = await store_of(stack).load_page("matter-a7", 27)
+    by_seq = {m.seq: m.created_at for m in page.messages}
+    assert by_seq == {1: NOW, 2: None, 3: None}

@@ -81,17 +81,20 @@ async def test_the_report_of_a_served_conversation_reads_only_and_shows_no_conte
     assert SECRET not in output and "clause" not in output
     assert lines[0].startswith("conversation matter-w1: the next turn")
     assert lines[1].startswith("history: newest seq 32; fold mark 20 (summary ")
-    assert lines[2] == "mode: cache-aligned (headroom 1000 tokens, 6 messages)"
+    assert lines[2] == "mode: cache-aligned (headroom 1500 tokens, 8 messages)"
     assert re.fullmatch(
         r"anchor: stored seq \d+ \(fold mark 20\); this turn would keep it \(writes nothing\)",
         lines[3],
     )
-    assert re.fullmatch(r"window: \d+ kept, seq \d+-32; [\d,]+ estimated tokens .*", lines[4])
-    assert lines[5].startswith("dropped: ")
-    assert lines[6] == "fold gap: none"
-    assert lines[7] == "left out of the view: none"
-    assert lines[8].split() == ["seq", "role", "tokens", "trimmed"]
-    rows = lines[9:-1]
+    assert lines[4] == "summary shown: fold mark 20; the newest; snapshot stored with the anchor"
+    # The TTLs the next turn would choose if asked now (the wall clock ends the newest gap).
+    assert lines[5].startswith("cache lifetimes: ")
+    assert re.fullmatch(r"window: \d+ kept, seq \d+-32; [\d,]+ estimated tokens .*", lines[6])
+    assert lines[7].startswith("dropped: ")
+    assert lines[8] == "fold gap: none"
+    assert lines[9] == "left out of the view: none"
+    assert lines[10].split() == ["seq", "role", "tokens", "trimmed"]
+    rows = lines[11:-1]
     assert rows and all(ROW.match(row) for row in rows)
     assert rows[-1].split()[:2] == ["32", "assistant"]
     assert re.fullmatch(

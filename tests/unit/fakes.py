@@ -55,10 +55,11 @@ def memory_stage(
     compaction_queue: MessageSender | None = None,
     settings: Settings | None = None,
     sleep: Callable[[float], Awaitable[None]] | None = None,
+    now: datetime = NOW,
 ) -> ConverseStage:
-    """A ConverseStage over the given ports: the clock stopped at ``NOW``, a 60 s lease,
-    no S3, a compaction queue that keeps what it is sent unless one is given, and the
-    placeholder settings unless others are."""
+    """A ConverseStage over the given ports: the clock stopped at ``now`` (``NOW`` unless
+    given), a 60 s lease, no S3, a compaction queue that keeps what it is sent unless one is
+    given, and the placeholder settings unless others are."""
     extra = {} if sleep is None else {"sleep": sleep}
     return ConverseStage(
         history=history,
@@ -68,7 +69,7 @@ def memory_stage(
         objects=NoObjects(),
         settings=settings or placeholder_settings(),
         lease=timedelta(seconds=60),
-        clock=lambda: NOW,
+        clock=lambda: now,
         **extra,
     )
 

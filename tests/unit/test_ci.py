@@ -75,6 +75,20 @@ def test_make_install_installs_only_the_hashed_dev_lock_and_then_the_project_alo
         assert option in project, option
 
 
+def test_localstack_installs_only_from_its_hashed_lock() -> None:
+    """LocalStack is a tool CI runs: its venv takes nothing the lock does not pin and hash."""
+    installs = [
+        line for line in make_dry_run("-B", "localstack-host", ci=True) if "pip install" in line
+    ]
+    assert len(installs) == 1, installs
+    for option in ("--require-hashes", "--no-deps", "-r requirements-localstack.lock"):
+        assert option in installs[0], option
+    lock = (ROOT / "requirements-localstack.lock").read_text(encoding="utf-8")
+    pins = [line for line in lock.splitlines() if line and not line[0].isspace() and line[0] != "#"]
+    assert any(line.startswith("localstack-core==4.7.0") for line in pins)
+    assert all("==" in line and line.endswith("\\") for line in pins)  # pinned, hashes follow
+
+
 @pytest.mark.parametrize(
     ("ci", "missing"),
     [(True, "--error-on-missing-interpreters"), (False, "--no-error-on-missing-interpreters")],

@@ -116,6 +116,9 @@ def test_the_floor_must_stay_below_the_message_cap(monkeypatch: pytest.MonkeyPat
         ("HISTORY_WINDOW_MODE", "stepped", "'sliding' or 'cache-aligned'"),
         ("HISTORY_WINDOW_ANCHOR_HEADROOM_TOKENS", "-1", "greater than or equal to 0"),
         ("HISTORY_WINDOW_ANCHOR_HEADROOM_MESSAGES", "-1", "greater than or equal to 0"),
+        ("HISTORY_CACHE_TTL", "10m", "'adaptive', '5m' or '1h'"),
+        ("PROMPT_CACHE_MIN_TOKENS", "0", "greater than or equal to 1"),
+        ("PROMPT_CACHE_MIN_TOKENS", "many", "valid integer"),
     ],
 )
 def test_bad_values_fail_with_the_variable_named(
@@ -170,7 +173,18 @@ def test_a_health_bound_an_idle_long_poll_would_break_refuses_to_start(
 def test_the_window_mode_is_sliding_unless_asked_with_the_measured_headroom() -> None:
     s = load_settings()
     assert s.history_window_mode == "sliding" and not s.cache_aligned
-    assert (s.anchor_headroom.tokens, s.anchor_headroom.messages) == (1000, 6)
+    assert (s.anchor_headroom.tokens, s.anchor_headroom.messages) == (1500, 8)
+
+
+def test_the_cache_lifetimes_are_adaptive_at_the_sonnet_minimum_unless_set(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    s = load_settings()
+    assert (s.history_cache_ttl, s.prompt_cache_min_tokens) == ("adaptive", 1024)
+    monkeypatch.setenv("HISTORY_CACHE_TTL", "1h")
+    monkeypatch.setenv("PROMPT_CACHE_MIN_TOKENS", "4096")
+    s = load_settings()
+    assert (s.history_cache_ttl, s.prompt_cache_min_tokens) == ("1h", 4096)
 
 
 def test_the_cache_aligned_mode_and_its_headroom_are_read_from_the_environment(
@@ -211,5 +225,5 @@ def test_the_headroom_is_not_checked_in_the_sliding_mode_which_never_reads_it(
     monkeypatch.setenv("HISTORY_WINDOW_FLOOR_MESSAGES", "2")
     assert load_settings().history_window_max_messages == 5
     monkeypatch.setenv("HISTORY_WINDOW_MODE", "cache-aligned")
-    with pytest.raises(ConfigError, match=r"HEADROOM_MESSAGES \(6\) must be below"):
+    with pytest.raises(ConfigError, match=r"HEADROOM_MESSAGES \(8\) must be below"):
         load_settings()

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, TypeAlias
 
 from worker.adapters.errors import aws_call
 from worker.memory import CompactionPlan, FoldState, HistoryMessage
-from worker.memory.cache_aligned import WindowAnchor
+from worker.memory.cache_aligned import SummarySnapshot, WindowAnchor
 from worker.memory.window import Role
 from worker.ports import HistoryPage
 
@@ -34,6 +34,8 @@ MESSAGE_PREFIX = "msg#"
 _ROLES: dict[str, Role] = {"user": "user", "assistant": "assistant"}
 #: The cache-aligned window's anchor on the ``state`` item (written by this stage only).
 ANCHOR_SET = "window_anchor = :anchor, window_anchor_folded_through = :anchor_folded"
+#: The summary in force for the anchor (fold-lagged), beside it on the same item.
+SNAPSHOT_ATTRIBUTES = ("window_summary", "window_summary_folded_through")
 
 
 def message_key(seq: int) -> str:
@@ -76,11 +78,12 @@ def history_page_query(
 def anchor_request(
     table: str, conversation_id: str, anchor: WindowAnchor
 ) -> UpdateItemInputTypeDef:
-    """Set the window's anchor on ``state`` (created if missing), nothing else."""
+    """Set the window's anchor and the summary in force for it on ``state`` (created if
+    missing), nothing else."""
     return {
         "TableName": table,
         "Key": state_key(conversation_id),
-        "UpdateExpression": f"SET {ANCHOR_SET}",
+        "UpdateExpression": f"SET {ANCHOR_SET}{_snapshot_set(anchor)}{_snapshot_remove(anchor)}",
         "ExpressionAttributeValues": _anchor_values(anchor),
     }
 
@@ -103,7 +106,7 @@ def fold_claim_request(
         "compaction_requested_at = :now, compaction_request_version = :claimed"
     )
     if anchor is not None:
-        update += f", {ANCHOR_SET}"
+        update += f", {ANCHOR_SET}{_snapshot_set(anchor)}{_snapshot_remove(anchor)}"
         values = {**values, **_anchor_values(anchor)}
     return {
         "TableName": table,
@@ -267,10 +270,33 @@ def _restore_mark(seen: FoldState) -> tuple[str, dict[str, AttributeValueTypeDef
 
 
 def _anchor_values(anchor: WindowAnchor) -> dict[str, AttributeValueTypeDef]:
-    return {
+    values: dict[str, AttributeValueTypeDef] = {
         ":anchor": {"N": str(anchor.seq)},
         ":anchor_folded": {"N": str(anchor.folded_through)},
     }
+    snapshot = anchor.snapshot
+    if snapshot is not None:
+        values[":summary_folded"] = {"N": str(snapshot.folded_through)}
+        if snapshot.summary is not None:
+            values[":summary"] = {"S": snapshot.summary}
+    return values
+
+
+def _snapshot_set(anchor: WindowAnchor) -> str:
+    """The snapshot's SET clauses (after the anchor's), for what it holds."""
+    snapshot = anchor.snapshot
+    if snapshot is None:
+        return ""
+    clause = ", window_summary_folded_through = :summary_folded"
+    return clause + (", window_summary = :summary" if snapshot.summary is not None else "")
+
+
+def _snapshot_remove(anchor: WindowAnchor) -> str:
+    """Removes what the new anchor does not carry: an older snapshot must not outlive it."""
+    snapshot = anchor.snapshot
+    if snapshot is None:
+        return " REMOVE " + ", ".join(SNAPSHOT_ATTRIBUTES)
+    return " REMOVE window_summary" if snapshot.summary is None else ""
 
 
 def window_anchor(item: Item) -> WindowAnchor | None:
@@ -280,7 +306,21 @@ def window_anchor(item: Item) -> WindowAnchor | None:
     folded = _whole_number(item, "window_anchor_folded_through")
     if seq is None or folded is None or seq < 1 or folded < 0:
         return None
-    return WindowAnchor(seq=seq, folded_through=folded)
+    return WindowAnchor(seq=seq, folded_through=folded, snapshot=summary_snapshot(item))
+
+
+def summary_snapshot(item: Item) -> SummarySnapshot | None:
+    """The summary in force a ``state`` item holds for its anchor; None when its mark is
+    missing or malformed, or its text is not a string (the anchor then re-anchors when the
+    fold moves, as without one)."""
+    folded = _whole_number(item, "window_summary_folded_through")
+    if folded is None or folded < 0:
+        return None
+    value = item.get("window_summary")
+    if value is None:
+        return SummarySnapshot(None, folded)
+    text = value.get("S") if isinstance(value, Mapping) else None
+    return SummarySnapshot(text, folded) if isinstance(text, str) else None
 
 
 def _whole_number(item: Item, name: str) -> int | None:
@@ -308,7 +348,14 @@ def _history_message(item: Item) -> HistoryMessage | str:
     seq = _seq(item)
     if seq is None:
         return "missing seq"
-    return HistoryMessage(seq=seq, role=role, content=content["S"])
+    return HistoryMessage(seq=seq, role=role, content=content["S"], created_at=_created_at(item))
+
+
+def _created_at(item: Item) -> datetime | None:
+    """The message's ``created_at``, if it is an RFC 3339 string (else none: no gap)."""
+    value = item.get("created_at")
+    text = value.get("S") if isinstance(value, Mapping) else None
+    return _parse_time(text) if isinstance(text, str) else None
 
 
 def _seq(item: Item) -> int | None:

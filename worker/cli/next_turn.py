@@ -22,9 +22,11 @@ No message content or summary is printed unless ``--show-content`` is given.
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import UTC, datetime
 
 from worker.memory import Window, estimate_tokens, fold_gap
 from worker.memory.cache_aligned import AlignedWindow
+from worker.memory.cache_ttl import TtlChoice
 from worker.memory.converse import ConverseView, is_blank
 from worker.memory.prompt_cache import CacheRules, PromptCache, TurnCost, price_turn
 from worker.ports import HistoryStore
@@ -44,12 +46,14 @@ async def describe_next_turn(
     *,
     show_content: bool = False,
     rules: CacheRules | None = None,
+    now: datetime | None = None,
 ) -> list[str]:
-    """The lines ``worker window`` prints. Reads only (Queries), never writes."""
+    """The lines ``worker window`` prints. Reads only (Queries), never writes. The next
+    question is taken as sent ``now`` (the clock by default) for the cache lifetimes."""
     rules = rules or CacheRules()
     read = await read_turn_window(store, conversation_id, settings)
     page, window = read.page, read.window
-    view = read.view(NEXT_QUESTION)
+    view, ttls = read.cached_view(NEXT_QUESTION, sent_at=now or datetime.now(UTC))
     state = page.state
     newest = page.messages[0].seq if page.messages else 0
     limits = settings.window_limits
@@ -69,6 +73,9 @@ async def describe_next_turn(
     ]
     if read.aligned is not None:
         lines.append(_anchor_line(read.aligned, read))
+        lines.append(_summary_line(read.aligned))
+    if ttls is not None:
+        lines.append(_ttl_line(ttls, settings.history_cache_ttl))
     lines += [
         f"window: {window.kept} kept{_seq_range(window)}; "
         f"{window.estimated_tokens:,} estimated tokens of {limits.max_tokens:,}, "
@@ -137,6 +144,40 @@ def _anchor_line(aligned: AlignedWindow, read: TurnWindow) -> str:
     return f"anchor: {held}; this turn would {doing}"
 
 
+def _summary_line(aligned: AlignedWindow) -> str:
+    shown, anchor = aligned.shown, aligned.anchor
+    held = (
+        "stored with the anchor"
+        if anchor and anchor.snapshot
+        else "not stored (none, or too large)"
+    )
+    behind = (
+        f"; the newest fold is {aligned.behind} seqs past it (taken when the window must move)"
+        if aligned.behind
+        else "; the newest"
+    )
+    return f"summary shown: fold mark {shown.folded_through}{behind}; snapshot {held}"
+
+
+def _ttl_line(choice: TtlChoice, setting: str) -> str:
+    """The cache points' TTLs the next turn would choose, and why (the pace read)."""
+    ttls = ", ".join(ttl or "no point" for ttl in choice.ttls) or "no cache point"
+    why = {
+        "fixed": f"HISTORY_CACHE_TTL={setting}",
+        "no_pace": "no timestamps to read the pace from: 5m, as without the policy",
+        "below_minimum": "no point reaches PROMPT_CACHE_MIN_TOKENS: 5m, nothing is cached",
+        "expected_cost": "the expected cost under the pace",
+    }[choice.why]
+    pace = choice.pace
+    if pace is None or not pace.gaps:
+        return f"cache lifetimes: {ttls} ({why})"
+    return (
+        f"cache lifetimes: {ttls} ({why}; {len(pace.gaps)} gaps read, the newest "
+        f"{pace.gaps[-1] / 60:.1f} min if asked now; P(gap < 5 min) {pace.p5:.2f}, "
+        f"P(gap < 1 h) {pace.p60:.2f}; expected read {choice.read:,} tokens)"
+    )
+
+
 def _gap_line(window: Window, folded_through: int) -> str:
     gap = fold_gap(window, folded_through)
     if gap is None:
@@ -165,7 +206,11 @@ async def _priced(
     """The next turn's cost under the cache model, after the previous turn's prompt."""
     page, anchor = read.page, read.page.anchor
     cache = PromptCache()
-    if anchor is not None and anchor.folded_through != page.state.folded_through:
+    # The summary the prompt shows moved since the anchor was stored (in the cache-aligned
+    # mode a snapshot keeps it put: only a re-anchoring turn changes it).
+    shown = read.aligned.shown.folded_through if read.aligned is not None else None
+    moved = shown if shown is not None else page.state.folded_through
+    if anchor is not None and anchor.folded_through != moved:
         assumption = "the fold moved since the anchor was stored: a cold cache"
     else:
         previous = await _previous_view(store, conversation_id, settings, read)

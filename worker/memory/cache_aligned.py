@@ -8,11 +8,18 @@ back as fits" is replaced by an anchor:
   the start of its exchange. The window always reaches back to it: nothing the fold has
   not absorbed is left out, and the floor holds.
 - The window is ``[A, newest]`` for the anchor ``A`` chosen at the last re-anchoring. It
-  is kept while the fold mark has not moved since and ``[A, newest]`` fits the budget
-  (tokens after trimming, and messages).
-- Otherwise the window re-anchors: ``A = S_must``, extended backwards in whole exchanges
-  while the window stays within the budget less the headroom, so that it can grow for
-  several turns before it must move again.
+  is kept while ``[A, newest]`` fits the budget (tokens after trimming, and messages)
+  and reaches back to ``S_must`` computed with the summary in force.
+- The summary in force is fold-lagged: the snapshot taken when the anchor was chosen
+  (:class:`SummarySnapshot`), kept across fold landings while the anchor is; the prompt
+  shows it, and ``S_must`` is computed from its mark, so everything after that mark is in
+  the window (``A <= F_snapshot + 1``). Without a snapshot (a summary too large to store,
+  :data:`SNAPSHOT_MAX_BYTES`, or an anchor stored before snapshots) a fold landing
+  re-anchors, as before.
+- Otherwise the window re-anchors: ``A = S_must`` computed with the newest summary,
+  extended backwards in whole exchanges while the window stays within the budget less
+  the headroom, so that it can grow for several turns before it must move again; the
+  newest summary and its mark become the snapshot.
 - If ``[S_must, newest]`` alone exceeds the budget, the turn uses the sliding window
   (:func:`bound_history`) and says so (``outcome == "fallback"``).
 
@@ -29,7 +36,7 @@ the outcome.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import chain
 from typing import Literal
 
@@ -39,20 +46,49 @@ from worker.memory.window import HistoryMessage, Window, WindowLimits, bound_his
 
 AnchorOutcome = Literal["kept", "reanchored", "fallback"]
 #: Why a window re-anchored: no anchor was given (``first_turn``), the fold mark moved
-#: since it was chosen, ``[A, newest]`` no longer fits the budget (or ``A`` lies beyond
-#: the input read), or the anchor cannot be this history's (not an exchange start, not
-#: in it, newer than ``S_must``).
+#: since it was chosen and no snapshot holds the summary it was chosen under, ``[A,
+#: newest]`` no longer fits the budget (or ``A`` lies beyond the input read, or the
+#: snapshot's unfolded tail alone is over the budget), or the anchor cannot be this
+#: history's (not an exchange start, not in it, newer than ``S_must``).
 ReanchorReason = Literal["first_turn", "fold_moved", "overflow", "invalid"]
 
 
-#: The headroom's defaults (``HISTORY_WINDOW_ANCHOR_HEADROOM_TOKENS`` / ``_MESSAGES``):
-#: a quarter of the default budget and three exchanges. On the benchmark workload
-#: (``bench/parts/cache_sim.py``) they bill 48% of the sliding window's input and see 85% of
-#: its history tokens, against the goals of at most 55% and at least 80%. Absolute, not
-#: a share of the budget: the headroom is how many turns of growth the window has before
-#: it overflows, and a turn's growth does not scale with the budget.
-DEFAULT_HEADROOM_TOKENS = 1000
-DEFAULT_HEADROOM_MESSAGES = 6
+#: The headroom's defaults (``HISTORY_WINDOW_ANCHOR_HEADROOM_TOKENS`` / ``_MESSAGES``),
+#: re-tuned for the fold-lagged window with adaptive TTLs (issue 24) on part 8's workload
+#: and its mixed pace population (``bench/parts/cache_ttl_study.py``): 1,500 tokens and 8
+#: messages bill 46.6% of the sliding window's input and see 82.6% of its history tokens;
+#: 2,000/8 bills 44.1% but sees 80.2%, no margin over the goal of at least 80%; 1,000/6 (the
+#: previous default) bills 54.0% at 87.4%. Absolute, not a share of the budget: the headroom
+#: is how many turns of growth the window has before it overflows, and a turn's growth does
+#: not scale with the budget.
+DEFAULT_HEADROOM_TOKENS = 1500
+DEFAULT_HEADROOM_MESSAGES = 8
+
+
+#: The largest summary snapshotted beside the anchor, in UTF-8 bytes (64 KiB, about 16,000
+#: estimated tokens: four times the default window's whole budget). The snapshot lives on
+#: the ``state`` item, which also holds the compactor's ``fold_summary``, and a DynamoDB
+#: item holds at most 400 KB: with the snapshot bounded, the two summaries fit as long as
+#: the compactor's stays under ~330 KB. A larger summary is not snapshotted; that
+#: conversation re-anchors when the fold moves (``fold_moved``), as before the snapshot.
+SNAPSHOT_MAX_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class SummarySnapshot:
+    """A fold summary and the fold mark it covers (``summary`` None: no summary yet)."""
+
+    summary: str | None
+    folded_through: int
+
+    @property
+    def storable(self) -> bool:
+        """Whether it is small enough to snapshot (:data:`SNAPSHOT_MAX_BYTES`)."""
+        text = self.summary or ""
+        # Cheap bound first: a code point is at most 4 UTF-8 bytes.
+        if 4 * len(text) <= SNAPSHOT_MAX_BYTES:
+            return True
+        return len(text.encode("utf-8", "surrogatepass")) <= SNAPSHOT_MAX_BYTES
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,10 +107,14 @@ class AnchorHeadroom:
 
 @dataclass(frozen=True, slots=True)
 class WindowAnchor:
-    """The window's first seq, and the fold mark it was chosen under."""
+    """The window's first seq, and the fold mark it was chosen under; ``snapshot`` the
+    summary in force for it (None: none stored, so a fold landing re-anchors). The
+    snapshot is what the anchor carries, not what it is: two anchors at one seq and mark
+    are equal whatever they carry."""
 
     seq: int
     folded_through: int
+    snapshot: SummarySnapshot | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,12 +123,16 @@ class AlignedWindow:
 
     ``reason`` is set when ``outcome == "reanchored"``. ``anchor`` is the anchor in force
     after this turn: the one kept, the new one, or None after a fallback (there is none).
+    ``shown`` is the summary the prompt shows and its mark: the anchor's snapshot while
+    it is kept, else the newest; ``behind`` how many seqs the fold has absorbed past it.
     """
 
     window: Window
     outcome: AnchorOutcome
     reason: ReanchorReason | None
     anchor: WindowAnchor | None
+    shown: SummarySnapshot = SummarySnapshot(None, 0)
+    behind: int = 0
 
     @property
     def anchor_to_store(self) -> WindowAnchor | None:
@@ -108,30 +152,63 @@ def cache_aligned_window(
     folded_through: int,
     anchor: WindowAnchor | None,
     headroom: AnchorHeadroom,
+    summary: str | None = None,
 ) -> AlignedWindow:
     """Choose the window for this turn: keep ``anchor``, re-anchor, or fall back.
 
     ``anchor`` is the one stored after the last turn (None on a conversation's first
-    turn in this mode). A fallback's window is :func:`bound_history`'s, so when it says
-    ``floor_needs_older`` the caller reads further back and calls again, as it would
-    for the sliding window.
+    turn in this mode), with the summary snapshot it carries; ``folded_through`` and
+    ``summary`` are the newest fold's. A snapshot is in force only when its mark is the
+    anchor's and not past the newest; a new anchor carries the newest summary (when it is
+    small enough, :attr:`SummarySnapshot.storable`). A
+    fallback's window is :func:`bound_history`'s, so when it says ``floor_needs_older`` the
+    caller reads further back and calls again, as it would for the sliding window.
     """
     folded = max(folded_through, 0)
+    newest = SummarySnapshot(summary, folded)
     reader = _Reader(newest_first, limits)
     floor = _floor_start(reader)
     if floor is None:  # the floor ends on answers whose question is beyond the input
-        return _fallback(reader, limits)
+        return _fallback(reader, limits, newest)
     if not reader.read_messages:
-        return _empty(folded, anchor)
+        return _empty(folded, anchor, newest)
+    lagged = _lagged(anchor, folded)
+    reason: ReanchorReason | None = None
+    if anchor is not None and lagged is not None:
+        lag_must = _must_start(reader, floor, lagged.folded_through)
+        if lag_must is None:
+            reason = "overflow"  # the snapshot's unfolded tail alone is over the budget
+        else:
+            kept, reason = _kept_start(reader, lag_must, lagged.folded_through, anchor)
+            if kept is not None:
+                window = reader.window(kept)
+                behind = folded - lagged.folded_through
+                return AlignedWindow(window, "kept", None, anchor, lagged, behind)
     must = _must_start(reader, floor, folded)
     if must is None:
-        return _fallback(reader, limits)
-    kept, reason = _kept_start(reader, must, folded, anchor)
-    if kept is not None:
-        return AlignedWindow(reader.window(kept), "kept", None, anchor)
+        return _fallback(reader, limits, newest)
+    if reason is None:
+        kept, reason = _kept_start(reader, must, folded, anchor)
+        if kept is not None:
+            return AlignedWindow(reader.window(kept), "kept", None, anchor, newest)
     start = _extend(reader, must, headroom)
-    new_anchor = WindowAnchor(reader.seq(start), folded)
-    return AlignedWindow(reader.window(start), "reanchored", reason, new_anchor)
+    new_anchor = WindowAnchor(reader.seq(start), folded, _snapshot_of(newest))
+    return AlignedWindow(reader.window(start), "reanchored", reason, new_anchor, newest)
+
+
+def _snapshot_of(newest: SummarySnapshot) -> SummarySnapshot | None:
+    return newest if newest.storable else None
+
+
+def _lagged(anchor: WindowAnchor | None, folded: int) -> SummarySnapshot | None:
+    """The snapshot in force for ``anchor``, if any: taken under the anchor's fold mark, and
+    not past the newest (a mark that moved backwards is no fold the snapshot can lag)."""
+    snapshot = anchor.snapshot if anchor is not None else None
+    if anchor is None or snapshot is None:
+        return None
+    if snapshot.folded_through != anchor.folded_through or snapshot.folded_through > folded:
+        return None
+    return snapshot
 
 
 class _Reader:
@@ -272,11 +349,11 @@ def _extend(reader: _Reader, start: int, headroom: AnchorHeadroom) -> int:
         start = index
 
 
-def _fallback(reader: _Reader, limits: WindowLimits) -> AlignedWindow:
-    return AlignedWindow(bound_history(reader.unread(), limits), "fallback", None, None)
+def _fallback(reader: _Reader, limits: WindowLimits, newest: SummarySnapshot) -> AlignedWindow:
+    return AlignedWindow(bound_history(reader.unread(), limits), "fallback", None, None, newest)
 
 
-def _empty(folded: int, anchor: WindowAnchor | None) -> AlignedWindow:
+def _empty(folded: int, anchor: WindowAnchor | None, newest: SummarySnapshot) -> AlignedWindow:
     """No history: the window is empty; it anchors on seq 1, the start of any history."""
     empty = Window(
         messages=(), dropped=0, trimmed=0, estimated_tokens=0, floor_overrode_budget=False
@@ -284,9 +361,10 @@ def _empty(folded: int, anchor: WindowAnchor | None) -> AlignedWindow:
     first = WindowAnchor(1, folded)
     reason: ReanchorReason = "invalid"
     if anchor == first:
-        return AlignedWindow(empty, "kept", None, anchor)
+        return AlignedWindow(empty, "kept", None, anchor, newest)
     if anchor is None:
         reason = "first_turn"
     elif anchor.folded_through != folded:
         reason = "fold_moved"
-    return AlignedWindow(empty, "reanchored", reason, first)
+    first = WindowAnchor(1, folded, _snapshot_of(newest))
+    return AlignedWindow(empty, "reanchored", reason, first, newest)

@@ -20,16 +20,20 @@ after the last history block, before the current message's block (inside the sam
 message when the history ends on a question), and, when the history point's lookback
 would not reach it, one where the previous turn's history ended. A cache point is never
 the first block of a message, and the view holds at most 3 (one of Bedrock's 4 stays
-free for the model stage).
+free for the model stage). :func:`with_cache_ttls` then gives each point its ``ttl`` (or
+leaves it out), never a longer one after a shorter.
 
 Pure: no I/O, no logging. The caller logs what was left out.
 """
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
-from typing import Literal, TypedDict
+from typing import Literal, NotRequired, TypedDict
 
+from worker.memory.prompt_cache import CacheTtl
+from worker.memory.tokens import estimate_tokens
 from worker.memory.window import Role, Window
 
 LeftOutReason = Literal["blank", "leading_answer"]
@@ -41,6 +45,9 @@ class TextBlock(TypedDict):
 
 class CachePoint(TypedDict):
     type: Literal["default"]
+    #: Bedrock's ``CachePointBlock.ttl`` (botocore >= 1.44.5's model); only the
+    #: cache-aligned mode sets it (:func:`with_cache_ttls`).
+    ttl: NotRequired[CacheTtl]
 
 
 class CachePointBlock(TypedDict):
@@ -162,7 +169,52 @@ def _add_history_cache_points(
     messages[-1]["content"].append(_cache_point())
 
 
+def cache_point_prefixes(view: ConverseView) -> tuple[int, ...]:
+    """The estimated tokens of the view before each of its cache points, in order (the
+    model stage's own system prompt not counted)."""
+    prefixes: list[int] = []
+    tokens = 0
+    blocks = [*view.system, *(block for message in view.messages for block in message["content"])]
+    for block in blocks:
+        if "cachePoint" in block:
+            prefixes.append(tokens)
+        else:
+            tokens += estimate_tokens(block["text"])
+    return tuple(prefixes)
+
+
+def with_cache_ttls(view: ConverseView, ttls: tuple[CacheTtl | None, ...]) -> ConverseView:
+    """``view`` with its cache points, in order, given ``ttls`` (None: the point is left
+    out). Refused when their number differs, or a TTL is longer than one before it."""
+    points = len(cache_point_prefixes(view))
+    if len(ttls) != points:
+        raise ValueError(f"{len(ttls)} TTLs for {points} cache points")
+    kept = [ttl for ttl in ttls if ttl is not None]
+    if any(earlier == "5m" and later == "1h" for earlier, later in itertools.pairwise(kept)):
+        raise ValueError("a cache point may not have a longer TTL than one before it")
+    remaining = iter(ttls)
+
+    def blocks(
+        content: tuple[TextBlock | CachePointBlock, ...] | list[TextBlock | CachePointBlock],
+    ) -> list[TextBlock | CachePointBlock]:
+        out: list[TextBlock | CachePointBlock] = []
+        for block in content:
+            if "cachePoint" not in block:
+                out.append(block)
+            elif (ttl := next(remaining)) is not None:
+                out.append({"cachePoint": {"type": "default", "ttl": ttl}})
+        return out
+
+    system = tuple(blocks(view.system))
+    messages = tuple(
+        ConverseMessage(role=message["role"], content=blocks(message["content"]))
+        for message in view.messages
+    )
+    return ConverseView(system=system, messages=messages, left_out=view.left_out)
+
+
 def _cache_point() -> CachePointBlock:
-    """The default TTL (5 minutes): the 1-hour TTL's 2x write does not pay back on a
-    prefix that changes whenever the fold lands. A new dict each time: views share none."""
+    """A point without ``ttl``: the default mode's view stays byte for byte as it was; the
+    cache-aligned mode gives each point its TTL afterwards (:func:`with_cache_ttls`). A new
+    dict each time: views share none."""
     return {"cachePoint": {"type": "default"}}

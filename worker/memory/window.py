@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Literal
 
 from worker.memory.tokens import estimate_tokens
@@ -35,11 +36,14 @@ ClosedBy = Literal["history", "messages", "tokens", "floor"]
 
 @dataclass(frozen=True, slots=True)
 class HistoryMessage:
-    """One stored message of a conversation; ``seq`` counts from 1 without gaps."""
+    """One stored message of a conversation; ``seq`` counts from 1 without gaps.
+    ``created_at``: when the writer stored it (for a question, when counsel asked), if
+    the item says; only the cache-aligned mode's TTL policy reads it."""
 
     seq: int
     role: Role
     content: str
+    created_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -72,6 +72,10 @@ WINDOW_LEFT_OUT = "WindowLeftOut"
 #: The cache-aligned mode only: written when the interval had any (not in COUNTERS, which
 #: every interval writes), in all and per Reason.
 WINDOW_REANCHORS = "WindowReanchors"
+#: The cache-aligned mode only: the view's cache points by the TTL chosen (``5m``, ``1h``,
+#: ``none``: left out), per Ttl, written when the interval had any.
+CACHE_POINT_TTLS = "CachePointTtls"
+TTL_DIMENSION = "Ttl"
 
 #: Summed over each interval, written every interval.
 COUNTERS: Mapping[str, str] = {
@@ -110,6 +114,10 @@ class Recorder(Protocol):
         """The cache-aligned window moved its start, for this reason (in all and by reason)."""
         ...
 
+    def ttl_chosen(self, ttl: str, points: int) -> None:
+        """``points`` cache points of a view got this TTL (``none``: left out)."""
+        ...
+
 
 class NoMetrics:
     """``METRICS=off``: every record is dropped."""
@@ -126,6 +134,9 @@ class NoMetrics:
     def reanchored(self, reason: str) -> None:
         pass
 
+    def ttl_chosen(self, ttl: str, points: int) -> None:
+        pass
+
 
 NO_METRICS = NoMetrics()
 
@@ -136,6 +147,7 @@ class Tally:
     values: Mapping[str, list[float]]
     rejected: Counter[str]
     reanchored: Counter[str] = field(default_factory=Counter)
+    ttls: Counter[str] = field(default_factory=Counter)
 
 
 class MetricsBook:
@@ -157,6 +169,9 @@ class MetricsBook:
 
     def reanchored(self, reason: str) -> None:
         self._tally.reanchored[reason] += 1
+
+    def ttl_chosen(self, ttl: str, points: int) -> None:
+        self._tally.ttls[ttl] += points
 
     def take(self) -> Tally:
         """Everything recorded so far; the book starts again empty."""
@@ -192,6 +207,10 @@ def emf_documents(tally: Tally, dimensions: Mapping[str, str], timestamp: dateti
             one = _context({**dimensions, REASON_DIMENSION: reason}, timestamp)
             one.put_metric(metric, count, "Count")
             documents += LogSerializer.serialize(one)
+    for ttl, count in sorted(tally.ttls.items()):
+        one = _context({**dimensions, TTL_DIMENSION: ttl}, timestamp)
+        one.put_metric(CACHE_POINT_TTLS, count, "Count")
+        documents += LogSerializer.serialize(one)
     return documents
 
 

@@ -115,6 +115,14 @@ class Turn:
             if reason is not None:
                 self.span.set_attribute("converse.window.anchor_reason", reason)
 
+    def ttls_chosen(self, counts: dict[str, int]) -> None:
+        """The view's cache points by the TTL chosen; the span says which."""
+        for ttl, points in counts.items():
+            self._metrics.ttl_chosen(ttl, points)
+        if self.span.is_recording():
+            for ttl, points in counts.items():
+                self.span.set_attribute(f"converse.cache_points.{ttl}", points)
+
     def mark(self, metric: str, attribute: str) -> None:
         """One more of ``metric``; the span says it happened."""
         self._metrics.count(metric)
@@ -239,6 +247,11 @@ def prompt_forwarded(
 def window_anchored(outcome: str, reason: str | None) -> None:
     if (turn := _TURN.get()) is not None:
         turn.window_anchored(outcome, reason)
+
+
+def ttls_chosen(counts: dict[str, int]) -> None:
+    if (turn := _TURN.get()) is not None:
+        turn.ttls_chosen(counts)
 
 
 def duplicate_skipped() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -28,6 +29,18 @@ class ConverseCommand(BaseModel):
     conversation_id: str = Field(min_length=1, max_length=256)
     message: str
     sent_at: str | None = None
+
+    @property
+    def sent_time(self) -> datetime | None:
+        """``sent_at`` as a time (UTC when it names no zone); None when absent or not RFC
+        3339 (the field is optional and only informs the cache's lifetimes)."""
+        if self.sent_at is None:
+            return None
+        try:
+            parsed = datetime.fromisoformat(self.sent_at)
+        except ValueError:
+            return None
+        return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
     @field_validator("message")
     @classmethod
@@ -68,15 +81,19 @@ def describe_invalid(exc: ValidationError) -> str:
 
 
 def prompt_payload(
-    command: ConverseCommand, window: Window, state: FoldState, view: ConverseView
+    command: ConverseCommand,
+    window: Window,
+    state: FoldState,
+    view: ConverseView,
+    *,
+    shown: tuple[str | None, int] | None = None,
 ) -> dict[str, Any]:
     """The contract's prompt payload; ``message`` is the command's, exactly as received, and
-    ``converse`` the model-ready view of the same prompt."""
-    memory = (
-        {"summary": state.summary, "folded_through": state.folded_through}
-        if state.summary is not None
-        else None
-    )
+    ``converse`` the model-ready view of the same prompt. ``memory`` is the summary the
+    prompt shows (``shown``: summary and mark, the cache-aligned mode's snapshot) or else
+    ``state``'s."""
+    summary, folded = shown if shown is not None else (state.summary, state.folded_through)
+    memory = {"summary": summary, "folded_through": folded} if summary is not None else None
     return {
         "type": "prompt",
         "command_id": command.command_id,

@@ -5,8 +5,10 @@ A turn reads one page of the history table. Only when the window's floor would o
 an answer whose question lies beyond that page (a run of answers longer than a page)
 does it read older pages, one Query each, until the question is in or nothing older is
 left. The window is the sliding one (:func:`bound_history`) or, with
-``HISTORY_WINDOW_MODE=cache-aligned``, the cache-aligned one, whose stored anchor comes in
-the same Query (on the ``state`` item).
+``HISTORY_WINDOW_MODE=cache-aligned``, the cache-aligned one, whose stored anchor and summary
+snapshot come in the same Query (on the ``state`` item); that mode's view then carries the
+cache lifetimes ``HISTORY_CACHE_TTL`` chooses (:mod:`worker.memory.cache_ttl`), read from the
+page's ``created_at`` and the command's ``sent_at``.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ from worker.memory import (
     render_converse,
 )
 from worker.memory.cache_aligned import AlignedWindow, WindowAnchor, cache_aligned_window
-from worker.memory.converse import previous_history_end
+from worker.memory.cache_ttl import TtlChoice, choose_ttls, read_pace, turn_shape
+from worker.memory.converse import previous_history_end, with_cache_ttls
 from worker.ports import HistoryPage, HistoryStore, MessageSender
 from worker.settings import Settings
 from worker.turn.commands import ConverseCommand, compaction_request, encode_body
@@ -41,26 +44,71 @@ class TurnWindow:
     page: HistoryPage
     window: Window
     aligned: AlignedWindow | None = None
+    settings: Settings | None = None
 
     @property
     def anchor_to_write(self) -> WindowAnchor | None:
         """The anchor this turn must store: a new one that the ``state`` item does not
-        already hold (nothing is written when the stored one stays, or equals the new)."""
+        already hold with the same snapshot (nothing is written when the stored one stays,
+        or equals the new)."""
         new = self.aligned.anchor_to_store if self.aligned is not None else None
-        return None if new is None or new == self.page.anchor else new
+        stored = self.page.anchor
+        if new is None or (
+            new == stored and stored is not None and stored.snapshot == new.snapshot
+        ):
+            return None
+        return new
 
-    def view(self, message: str) -> ConverseView:
+    @property
+    def memory(self) -> tuple[str | None, int]:
+        """The summary the prompt shows and its fold mark: the snapshot in force in the
+        cache-aligned mode (fold-lagged), else the newest."""
+        if self.aligned is not None:
+            return self.aligned.shown.summary, self.aligned.shown.folded_through
+        return self.page.state.summary, self.page.state.folded_through
+
+    def view(self, message: str, *, sent_at: datetime | None = None) -> ConverseView:
         """The model-ready view; with the history's cache points in the cache-aligned mode."""
-        summary = self.page.state.summary
-        if self.aligned is None:
-            return render_converse(self.window, message, summary)
-        return render_converse(
+        return self.cached_view(message, sent_at=sent_at)[0]
+
+    def cached_view(
+        self, message: str, *, sent_at: datetime | None = None
+    ) -> tuple[ConverseView, TtlChoice | None]:
+        """The view and, in the cache-aligned mode, the TTLs its cache points carry
+        (``HISTORY_CACHE_TTL``; ``adaptive`` reads the pace from the page's questions'
+        ``created_at`` and ``sent_at``, when the current question was sent)."""
+        summary = self.memory[0]
+        aligned, settings = self.aligned, self.settings
+        if aligned is None:
+            return render_converse(self.window, message, summary), None
+        view = render_converse(
             self.window,
             message,
             summary,
             cache_history=True,
             previous_history_end=previous_history_end(self.window),
         )
+        settings = settings or Settings.at_defaults()
+        stored = self.page.anchor
+        shape = turn_shape(
+            view,
+            self.window,
+            settings.window_limits,
+            current=message,
+            outcome=aligned.outcome,
+            shared_through=previous_history_end(self.window),
+            summary_shared=stored is not None
+            and stored.folded_through == aligned.shown.folded_through,
+            behind=aligned.behind,
+        )
+        questions = [m.created_at for m in reversed(self.page.messages) if m.role == "user"]
+        choice = choose_ttls(
+            shape,
+            read_pace(questions, sent_at),
+            setting=settings.history_cache_ttl,
+            min_tokens=settings.prompt_cache_min_tokens,
+        )
+        return with_cache_ttls(view, choice.ttls), choice
 
 
 def choose_window(page: HistoryPage, settings: Settings) -> TurnWindow:
@@ -74,8 +122,9 @@ def choose_window(page: HistoryPage, settings: Settings) -> TurnWindow:
         folded_through=page.state.folded_through,
         anchor=page.anchor,
         headroom=settings.anchor_headroom,
+        summary=page.state.summary,
     )
-    return TurnWindow(page, aligned.window, aligned)
+    return TurnWindow(page, aligned.window, aligned, settings)
 
 
 async def read_turn_window(
@@ -158,16 +207,30 @@ def log_memory(
         )
 
 
-def log_anchor(read: TurnWindow) -> None:
+def log_anchor(read: TurnWindow, ttls: TtlChoice | None = None) -> None:
     """The cache-aligned window's choice, every turn of that mode: kept, re-anchored (and
     why) or fell back; the anchor in force after the turn, the one the ``state`` item held,
-    and whether this turn stores a new one. Seqs and marks only, never content."""
+    and whether this turn stores a new one; the summary shown (its mark, how far the newest
+    fold is past it, whether a snapshot is held); the TTL of each cache point and why (the
+    gaps read, the chances of a gap within 5 minutes and 1 hour, the prefix expected to be
+    read). Seqs, marks, counts and times only, never content."""
     aligned = read.aligned
     if aligned is None:
         return
     after, stored = aligned.anchor, read.page.anchor
+    pace = ttls.pace if ttls is not None else None
     log.info(
         "clerk.converse_window_anchor",
+        summary_folded_through=aligned.shown.folded_through,
+        summary_behind=aligned.behind,
+        snapshot=after is not None and after.snapshot is not None,
+        ttls=[ttl or "none" for ttl in ttls.ttls] if ttls is not None else None,
+        ttl_why=ttls.why if ttls is not None else None,
+        pace_gaps=len(pace.gaps) if pace is not None else 0,
+        pace_newest_gap_s=round(pace.gaps[-1]) if pace is not None and pace.gaps else None,
+        pace_p5=round(pace.p5, 3) if pace is not None else None,
+        pace_p60=round(pace.p60, 3) if pace is not None else None,
+        expected_read=ttls.read if ttls is not None else None,
         outcome=aligned.outcome,
         reason=aligned.reason,
         anchor_seq=after.seq if after is not None else None,

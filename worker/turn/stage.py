@@ -198,12 +198,16 @@ class ConverseStage:
         read = await read_turn_window(self._history, command.conversation_id, self._settings)
         page, window = read.page, read.window
         gap = fold_gap(window, page.state.folded_through)
-        view = read.view(command.message)
+        # The pace is read from the command's sent_at; the receive time only without one.
+        sent_at = command.sent_time or self._clock()
+        view, ttls = read.cached_view(command.message, sent_at=sent_at)
         log_memory(page, window, gap, view, aligned=read.aligned)
         if read.aligned is not None:
-            log_anchor(read)
+            log_anchor(read, ttls)
             telemetry.window_anchored(read.aligned.outcome, read.aligned.reason)
-        body = encode_body(prompt_payload(command, window, page.state, view))
+            if ttls is not None:
+                telemetry.ttls_chosen(ttls.counts)
+        body = encode_body(prompt_payload(command, window, page.state, view, shown=read.memory))
         await self._model_queue.send(
             body, group_id=command.conversation_id, deduplication_id=command.command_id
         )

@@ -3,10 +3,14 @@ the anchor and the cache, that it only reads, and that content appears only when
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 from tests.conftest import settings as make_settings
 from tests.unit.fakes import HistoryTable
 from worker.cli.next_turn import describe_next_turn
+from worker.memory import HistoryMessage
 from worker.memory.cache_aligned import WindowAnchor
+from worker.turn.history import read_turn_window
 
 ALIGNED = make_settings(history_window_mode="cache-aligned")
 SECRET = "PRIVILEGED settlement figure"
@@ -91,3 +95,30 @@ async def test_content_and_the_summary_are_printed_only_when_asked() -> None:
     text = "\n".join(lines)
     assert f"        | {SECRET} q2 " in text
     assert "summary:" in text
+
+
+async def test_the_report_names_the_cache_lifetimes_the_next_turn_would_choose_and_why() -> None:
+    """Questions 10 minutes apart, the next one asked 8 minutes after the last: a steady
+    turn of a deliberate conversation, so the points get 1h; the line names the gaps read
+    and the chances (no content), and the summary shown with its snapshot."""
+    table = HistoryTable()
+    at = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
+    for i in range(8):
+        seq = len(table.messages) + 1
+        table.messages[seq] = HistoryMessage(seq, "user", f"{SECRET} q{i} " * 20, created_at=at)
+        table.messages[seq + 1] = HistoryMessage(seq + 1, "assistant", f"{SECRET} a{i} " * 30)
+        at += timedelta(minutes=10)
+    table.fold(4, SUMMARY)
+    first = await describe_next_turn(table, "matter-1", ALIGNED, now=at)
+    assert not any("would keep it" in line for line in first)
+    # Store what the first turn would, then ask again: the anchor is kept.
+    read = await read_turn_window(table, "matter-1", ALIGNED)
+    table.anchor = read.aligned.anchor if read.aligned else None
+    lines = await describe_next_turn(table, "matter-1", ALIGNED, now=at - timedelta(minutes=2))
+    text = "\n".join(lines)
+    assert SECRET not in text
+    [ttl] = [line for line in lines if line.startswith("cache lifetimes:")]
+    assert ttl.startswith("cache lifetimes: 1h, 1h (the expected cost under the pace; 8 gaps")
+    assert "the newest 8.0 min if asked now" in ttl and "P(gap < 1 h) 0.94" in ttl
+    [shown] = [line for line in lines if line.startswith("summary shown:")]
+    assert shown == "summary shown: fold mark 4; the newest; snapshot stored with the anchor"

@@ -53,12 +53,17 @@ def aligned_view(
     summary: str | None = SUMMARY,
 ) -> tuple[AlignedWindow, ConverseView]:
     result = cache_aligned_window(
-        reversed(history), LIMITS, folded_through=folded, anchor=anchor, headroom=HEADROOM
+        reversed(history),
+        LIMITS,
+        folded_through=folded,
+        anchor=anchor,
+        headroom=HEADROOM,
+        summary=summary,
     )
     view = render_converse(
         result.window,
         current,
-        summary,
+        result.shown.summary,
         cache_history=True,
         previous_history_end=previous_history_end(result.window),
     )
@@ -137,11 +142,30 @@ def view_current(view: ConverseView) -> str:
     return view.messages[-1]["content"][-1]["text"]  # type: ignore[typeddict-item]
 
 
-def test_a_fold_landing_moves_the_prefix_and_the_next_turn_holds_it_again() -> None:
+def test_a_fold_landing_keeps_a_fitting_anchor_and_the_prefix_with_its_summary() -> None:
+    """GIVEN an anchor chosen under fold mark 30, WHEN the fold lands at 36 and the window
+    still fits, THEN the anchor is kept, the prompt still shows the summary of mark 30
+    (the snapshot) and the prefix up to the last turn's history point is unchanged."""
     history = [message(seq, 120) for seq in range(1, 41)]
     first, view = aligned_view(history, "q", folded=30, anchor=None)
     history += [HistoryMessage(41, "user", "q"), message(42, 120)]
     landed, landed_view = aligned_view(history, "r", folded=36, anchor=first.anchor, summary="new")
+    assert landed.outcome == "kept" and landed.anchor == first.anchor
+    assert landed.shown.summary == SUMMARY and landed.shown.folded_through == 30
+    assert landed.behind == 6 and landed_view.system == view.system
+    prefix = up_to_history_point(view)
+    assert text_blocks(landed_view)[: len(prefix)] == prefix
+
+
+def test_a_fold_landing_without_a_snapshot_moves_the_prefix_and_the_next_turn_holds_it() -> None:
+    """An anchor stored without a snapshot (a summary too large, or stored before them)
+    re-anchors when the fold lands, as before; the new anchor then holds again."""
+    history = [message(seq, 120) for seq in range(1, 41)]
+    first, view = aligned_view(history, "q", folded=30, anchor=None)
+    assert first.anchor is not None
+    bare = WindowAnchor(first.anchor.seq, first.anchor.folded_through)
+    history += [HistoryMessage(41, "user", "q"), message(42, 120)]
+    landed, landed_view = aligned_view(history, "r", folded=36, anchor=bare, summary="new")
     assert landed.reason == "fold_moved"
     assert text_blocks(landed_view)[:1] != up_to_history_point(view)[:1]
     history += [HistoryMessage(43, "user", "r"), message(44, 120)]

@@ -186,3 +186,54 @@ def test_expired_entries_are_dropped_from_the_state() -> None:
     assert len(cache.entries) == 1
     _, cache = price_turn(cache, [], [user(text("q", 10))], at=400, rules=CacheRules())
     assert cache.entries == ()
+
+
+# --- a TTL per point ------------------------------------------------------------------------
+
+
+def point(ttl: str) -> dict[str, Any]:
+    return {"cachePoint": {"type": "default", "ttl": ttl}}
+
+
+def two_points(first: str, second: str) -> list[dict[str, Any]]:
+    return [user(text("s", 1200), point(first), text("h", 800), point(second), text("q", 10))]
+
+
+def test_a_longer_ttl_after_a_shorter_one_is_refused() -> None:
+    with pytest.raises(ValueError, match="longer TTL"):
+        price_turn(PromptCache(), [], two_points("5m", "1h"), at=0, rules=CacheRules())
+
+
+def test_written_tokens_cost_2x_up_to_the_last_1h_point_and_1_25x_after_it() -> None:
+    cost, _ = price_turn(PromptCache(), [], two_points("1h", "5m"), at=0, rules=CacheRules())
+    assert (cost.written, cost.uncached) == (2000, 10)
+    assert cost.billed == pytest.approx(1200 * 2.0 + 800 * 1.25 + 10)
+
+
+def test_each_entry_lives_its_own_ttl() -> None:
+    """Ten minutes on, the 1h point's prefix is read and the 5m one's written again."""
+    _, cache = price_turn(PromptCache(), [], two_points("1h", "5m"), at=0, rules=CacheRules())
+    cost, _ = price_turn(cache, [], two_points("1h", "5m"), at=600, rules=CacheRules())
+    assert (cost.read, cost.written) == (1200, 800)
+
+
+def test_a_read_renews_an_entry_for_the_ttl_it_was_written_with_unless_lenient() -> None:
+    """Written at 5m, read at 4 min by a request whose point says 1h: strictly the entry
+    lives 5 more minutes (dead at 14 min); the lenient reading renews it for an hour."""
+    rules = CacheRules()
+    request = [user(text("s", 1200), point("5m"), text("q", 10))]
+    longer = [user(text("s", 1200), point("1h"), text("r", 10))]
+    for refresh, read_at_14 in (("strict", 0), ("lenient", 1200)):
+        rules = CacheRules(refresh=refresh)  # type: ignore[arg-type]
+        _, cache = price_turn(PromptCache(), [], request, at=0, rules=rules)
+        cost, cache = price_turn(cache, [], longer, at=240, rules=rules)
+        assert cost.read == 1200
+        cost, _ = price_turn(cache, [], request, at=840, rules=rules)
+        assert cost.read == read_at_14, refresh
+
+
+def test_a_point_without_ttl_lives_the_rules_default() -> None:
+    rules = CacheRules(ttl="1h")
+    _, cache = price_turn(PromptCache(), [], SAME, at=0, rules=rules)
+    cost, _ = price_turn(cache, [], SAME, at=1800, rules=rules)
+    assert cost.read == 1200

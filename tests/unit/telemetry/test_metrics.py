@@ -222,3 +222,22 @@ def test_re_anchors_are_written_in_all_and_per_reason_only_in_intervals_that_had
     assert m.WINDOW_REANCHORS not in quiet
     assert m.WINDOW_REANCHORS not in m.COUNTERS
     assert m.WINDOW_REANCHORS.isidentifier()
+
+
+def test_cache_point_ttls_are_counted_per_ttl_only_in_intervals_that_had_any() -> None:
+    book = MetricsBook()
+    book.ttl_chosen("1h", 2)
+    book.ttl_chosen("5m", 1)
+    book.ttl_chosen("1h", 1)
+    book.ttl_chosen("none", 1)
+    docs = parse("\n".join(emf_documents(book.take(), DIMENSIONS, NOW)))
+    assert totals([d for d in docs if m.TTL_DIMENSION in d], by=m.TTL_DIMENSION) == {
+        (m.CACHE_POINT_TTLS, "1h"): 3,
+        (m.CACHE_POINT_TTLS, "5m"): 1,
+        (m.CACHE_POINT_TTLS, "none"): 1,
+    }
+    book.count(m.COMMANDS_SERVED)
+    assert all(
+        m.CACHE_POINT_TTLS not in d
+        for d in parse("\n".join(emf_documents(book.take(), DIMENSIONS, NOW)))
+    )

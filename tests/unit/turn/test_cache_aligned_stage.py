@@ -6,6 +6,7 @@ when the turn claims), a failed write never failing the turn."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from tests.conftest import captured_logs
@@ -15,7 +16,8 @@ from tests.unit.fakes import HistoryTable, MemoryQueue, memory_stage
 from tests.unit.turn.test_turn_memory import COMMAND, NoLedger, replace_command
 from worker.delivery.outcomes import Done
 from worker.errors import StoreUnavailable
-from worker.memory.cache_aligned import WindowAnchor
+from worker.memory import HistoryMessage
+from worker.memory.cache_aligned import SNAPSHOT_MAX_BYTES, WindowAnchor
 from worker.ports import ReceivedMessage
 from worker.telemetry import metrics as m
 from worker.telemetry.metrics import MetricsBook
@@ -24,6 +26,7 @@ from worker.turn.stage import ConverseStage
 
 ALIGNED = make_settings(history_window_mode="cache-aligned")
 SUMMARY = "The matter so far: the parties and the clauses in dispute."
+FIVE_MINUTES = {"cachePoint": {"type": "default", "ttl": "5m"}}
 THROTTLED = StoreUnavailable("dynamodb.UpdateItem failed: ThrottlingException (HTTP 400)")
 
 
@@ -79,9 +82,10 @@ async def test_a_first_turn_anchors_stores_the_anchor_once_and_sets_the_history_
     assert await stage_over(table, model).handle(delivery("c-1")) == Done()
     [payload] = model.sent
     assert table.queries == [None]
-    assert payload["converse"]["system"] == [{"text": SUMMARY}, {"cachePoint": {"type": "default"}}]
+    # No created_at on the page: nothing is known of the pace, every point is 5m.
+    assert payload["converse"]["system"] == [{"text": SUMMARY}, FIVE_MINUTES]
     *_, answered, current = payload["converse"]["messages"]
-    assert answered["content"][-1] == {"cachePoint": {"type": "default"}}
+    assert answered["content"][-1] == FIVE_MINUTES
     assert current == {"role": "user", "content": [{"text": "And clause 9?"}]}
     assert cache_points(payload) == [(len(payload["converse"]["messages"]) - 2, 1)]
     assert table.writes == ["anchor"]
@@ -98,7 +102,7 @@ async def test_a_history_that_ends_on_a_question_takes_its_point_inside_that_mes
     [payload] = model.sent
     assert payload["converse"]["messages"][-1]["content"][-3:] == [
         {"text": "An unanswered question."},
-        {"cachePoint": {"type": "default"}},
+        FIVE_MINUTES,
         {"text": "And clause 9?"},
     ]
 
@@ -118,17 +122,65 @@ async def test_a_kept_anchor_writes_nothing_and_the_window_keeps_its_start() -> 
     assert table.queries == [None, None]
 
 
-async def test_a_fold_landing_re_anchors_and_stores_the_new_anchor() -> None:
+async def test_a_fold_landing_keeps_a_fitting_anchor_and_its_summary_in_the_payload() -> None:
+    """GIVEN an anchor stored with its summary (mark 56), WHEN the fold lands at 60 and the
+    window still fits, THEN the turn keeps the anchor, writes nothing, and the payload's
+    ``memory`` and ``converse.system`` carry the snapshot's summary and mark, not the newest."""
     table = HistoryTable()
     exchanges(table, 30)
     table.fold(56, SUMMARY)
-    stage = stage_over(table, MemoryQueue())
+    model = MemoryQueue()
+    stage = stage_over(table, model)
     await stage.handle(delivery("c-1"))
+    assert table.anchor is not None and table.anchor.snapshot is not None
+    assert table.anchor.snapshot.summary == SUMMARY
     table.append(("user", "q"), ("assistant", "a"))
     table.fold(60, SUMMARY + " And more.")
     await stage.handle(delivery("c-2"))
-    assert table.writes == ["anchor", "anchor"]
+    first, second = model.sent
+    assert table.writes == ["anchor"]
+    assert second["history"][0]["seq"] == first["history"][0]["seq"]
+    assert second["memory"] == {"summary": SUMMARY, "folded_through": 56}
+    assert second["converse"]["system"][0] == {"text": SUMMARY}
+    assert {m["seq"] for m in second["history"]} >= set(range(57, 63))  # all after mark 56
+
+
+async def test_an_overflow_after_a_fold_landing_takes_the_newest_summary() -> None:
+    """GIVEN a kept anchor whose snapshot lags the fold, WHEN the window outgrows the
+    budget, THEN the turn re-anchors with the newest summary and its mark, and stores them."""
+    table = HistoryTable()
+    exchanges(table, 30)
+    table.fold(56, SUMMARY)
+    model = MemoryQueue()
+    stage = stage_over(table, model)
+    await stage.handle(delivery("c-1"))
+    table.fold(60, SUMMARY + " And more.")
+    table.append(*[("user", "q"), ("assistant", "a")] * 8)  # past the 25-message cap
+    await stage.handle(delivery("c-2"))
+    assert model.sent[1]["memory"] == {"summary": SUMMARY + " And more.", "folded_through": 60}
+    assert table.writes == ["anchor", "claim+anchor"]  # the new anchor rides the fold claim
     assert table.anchor is not None and table.anchor.folded_through == 60
+    assert table.anchor.snapshot is not None and table.anchor.snapshot.folded_through == 60
+
+
+async def test_a_summary_too_large_to_snapshot_re_anchors_when_the_fold_moves() -> None:
+    """The contract's fallback: a summary over the snapshot bound is not stored with the
+    anchor, and that conversation re-anchors at the next fold landing, as before."""
+    huge = "x" * (SNAPSHOT_MAX_BYTES + 1)
+    table = HistoryTable()
+    exchanges(table, 30)
+    table.fold(56, huge)
+    model = MemoryQueue()
+    stage = stage_over(table, model)
+    await stage.handle(delivery("c-1"))
+    assert table.anchor is not None and table.anchor.snapshot is None
+    table.append(("user", "q"), ("assistant", "a"))
+    table.fold(60, huge + "y")
+    with captured_logs() as logs:
+        await stage.handle(delivery("c-2"))
+    [event] = anchor_events(logs)
+    assert (event["outcome"], event["reason"]) == ("reanchored", "fold_moved")
+    assert model.sent[1]["memory"]["folded_through"] == 60
 
 
 async def test_a_turn_that_claims_a_fold_and_re_anchors_makes_one_write() -> None:
@@ -221,10 +273,10 @@ def anchor_events(logs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 async def test_every_turn_logs_how_its_window_was_chosen_and_what_it_stores() -> None:
-    """Turn by turn: a first turn anchors, the next keeps it, a fold landing re-anchors,
-    a window grown past the budget re-anchors (overflow), and an unfolded tail too large
-    for the budget falls back to the sliding window; the line names the anchor in force,
-    the stored one, and whether the turn writes."""
+    """Turn by turn: a first turn anchors, the next keeps it, a fold landing keeps it too
+    (the snapshot lags the fold by 4 seqs), a window grown past the budget re-anchors
+    (overflow) with the newest summary; the line names the anchor in force, the stored
+    one, whether the turn writes, and the summary shown."""
     table = HistoryTable()
     exchanges(table, 28)
     table.fold(50, SUMMARY)
@@ -235,7 +287,7 @@ async def test_every_turn_logs_how_its_window_was_chosen_and_what_it_stores() ->
         table.append(("user", "q"), ("assistant", "a"))
         await stage.handle(delivery("c-2"))  # kept
         table.fold(54, SUMMARY + " And more.")
-        await stage.handle(delivery("c-3"))  # the fold moved
+        await stage.handle(delivery("c-3"))  # the fold moved: kept, the snapshot lags
         table.append(*[("user", "q"), ("assistant", "a")] * 4)
         await stage.handle(delivery("c-4"))  # 8 more messages: over the 25-message cap
     for event in anchor_events(logs):
@@ -245,16 +297,18 @@ async def test_every_turn_logs_how_its_window_was_chosen_and_what_it_stores() ->
     assert seen == [
         ("reanchored", "first_turn", True, None),
         ("kept", None, False, first),
-        ("reanchored", "fold_moved", True, first),
-        ("reanchored", "overflow", True, anchor_events(logs)[2]["anchor_seq"]),
+        ("kept", None, False, first),
+        ("reanchored", "overflow", True, first),
     ]
+    shown = [(e["summary_folded_through"], e["summary_behind"]) for e in anchor_events(logs)]
+    assert shown == [(50, 0), (50, 0), (50, 4), (54, 0)]
     last = anchor_events(logs)[-1]
     assert table.anchor == WindowAnchor(last["anchor_seq"], last["anchor_folded_through"])
     bounded = [e for e in logs if e["event"] == "clerk.converse_history_window_bounded"]
     assert [(e["anchor"], e.get("anchor_reason")) for e in bounded] == [
         ("reanchored", "first_turn"),
         ("kept", None),
-        ("reanchored", "fold_moved"),
+        ("kept", None),
         ("reanchored", "overflow"),
     ]
 
@@ -309,4 +363,71 @@ async def test_the_stages_re_anchors_reach_the_turns_metrics() -> None:
             await stage.handle(message)
     tally = book.take()
     assert tally.reanchored == {"first_turn": 1}
+    # No timestamps: each view's one cache point (after the history) is 5m.
+    assert tally.ttls == {"5m": 2}
     assert tally.counts[m.COMMANDS_SERVED] == 2
+
+
+# --- cache lifetimes: the pace comes from the page and the command, never the clock --------
+
+
+def stamped(table: HistoryTable, gaps_seconds: list[float]) -> datetime:
+    """Exchanges whose questions were asked ``gaps_seconds`` apart; returns the last one's time."""
+    at = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
+    for i, gap in enumerate(gaps_seconds):
+        at += timedelta(seconds=gap)
+        seq = len(table.messages) + 1
+        table.messages[seq] = HistoryMessage(seq, "user", f"q{i} " * 200, created_at=at)
+        table.messages[seq + 1] = HistoryMessage(seq + 1, "assistant", f"a{i} " * 300)
+    return at
+
+
+def timed_delivery(command_id: str, sent_at: datetime | None) -> ReceivedMessage:
+    body: dict[str, Any] = {
+        "type": "converse",
+        "command_id": command_id,
+        "conversation_id": "matter-1",
+        "message": "And clause 9?",
+    }
+    if sent_at is not None:
+        body["sent_at"] = sent_at.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return ReceivedMessage(f"m-{command_id}", "r", json.dumps(body))
+
+
+async def served_at(clock: datetime, table: HistoryTable, sent_at: datetime | None) -> Any:
+    model = MemoryQueue()
+    stage = memory_stage(
+        history=table, ledger=NoLedger(), model_queue=model, settings=ALIGNED, now=clock
+    )
+    with captured_logs() as logs:
+        await stage.handle(timed_delivery("c-1", sent_at))
+    return model.sent[0], anchor_events(logs)[0]
+
+
+async def test_the_pace_is_read_from_created_at_and_sent_at_never_the_stages_clock() -> None:
+    """GIVEN a deliberate conversation (questions 7-12 minutes apart) with its timestamps,
+    WHEN the same turn is served by stages whose clocks are hours apart, THEN the payloads
+    are byte for byte the same, and the choice names the gaps read."""
+    table = HistoryTable()
+    last = stamped(table, [420, 600, 480, 720, 540, 660])
+    table.fold(4, SUMMARY)
+    sent = last + timedelta(minutes=8)
+    early, event = await served_at(sent, table, sent)
+    late, _ = await served_at(sent + timedelta(hours=5), table, sent)
+    assert early == late
+    assert (event["ttl_why"], event["pace_gaps"], event["pace_newest_gap_s"]) == (
+        "expected_cost",
+        6,
+        480,
+    )
+    assert "1h" in event["ttls"]
+    points = [b["cachePoint"] for b in early["converse"]["system"] if "cachePoint" in b]
+    assert all(point["ttl"] in ("5m", "1h") for point in points)
+
+
+async def test_without_sent_at_the_receive_time_ends_the_newest_gap() -> None:
+    table = HistoryTable()
+    last = stamped(table, [60, 90, 75])
+    _, soon = await served_at(last + timedelta(seconds=80), table, None)
+    _, later = await served_at(last + timedelta(minutes=50), table, None)
+    assert (soon["pace_newest_gap_s"], later["pace_newest_gap_s"]) == (80, 3000)

@@ -1,0 +1,322 @@
+"""Cache lifetimes chosen per turn: the ``ttl`` of each cache point of the cache-aligned view.
+
+``../shared/CONTRACT.md``, "Cache lifetimes". ``HISTORY_CACHE_TTL=5m`` or ``1h`` sets every
+point so; ``adaptive`` chooses, per turn and per point, ``5m``, ``1h`` or no point from
+the conversation's pace and the turn's shape:
+
+- The pace (:func:`read_pace`): the gaps between the page's questions' ``created_at``,
+  and between the newest of them and the command's ``sent_at``, the last
+  :data:`PACE_GAPS` of them. ``P(gap < 5 min)`` and ``P(gap < 1 h)`` are the shares of
+  gaps that a 5-minute or 1-hour entry would outlive (with :data:`HIT_MARGIN_SECONDS` to
+  spare), each with a weak prior (:data:`PRIOR_WEIGHT` gaps' worth). No gap at all: every
+  point ``5m``, as before this policy (nothing is known of the pace).
+- The shape (:class:`TurnShape`): the estimated tokens before each point, the chance
+  the next turn's prompt starts with that prefix (lower when the window is near its
+  budget: the next turn then re-anchors), and the prefix this turn shares with the
+  previous one (what it may read).
+- The choice: each point's segment (the tokens since the point before it that can cache)
+  is written at 1.25x with ``5m``, 2x with ``1h``, or sent uncached (1x) without a point,
+  and saves ``1.15x`` of itself on the next turn if that turn reuses it before the entry
+  holding it dies (the nearest written point at or after it). The TTLs along the prompt are
+  chosen together, never increasing (1h > 5m > no point), to minimise the expected cost.
+  A point is dropped only when nothing before it can be read this turn (the point is what
+  finds the read, or may: the prefix shared with the previous turn), and a point
+  whose prefix cannot reach ``min_tokens`` caches nothing: its segment joins the next
+  point's, and it takes that point's TTL (legal, and free).
+
+A written point makes an entry that holds the whole prefix before it, for its TTL; a
+point that writes nothing (its prefix is read) makes none, and its TTL changes nothing
+(the strict refresh reading: a read renews an entry for the TTL it was written with).
+What this turn reads depends on the previous turn's TTL, which is not stored: it is
+taken as the one this policy gives a steady turn of the same shape under the pace
+without the newest gap, and the shared prefix counts as read when the newest gap is
+within that life. Pure: times in, choices out; the stage's clock is never read here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from itertools import pairwise, product
+from typing import Literal
+
+from worker.memory.converse import ConverseView, cache_point_prefixes
+from worker.memory.prompt_cache import CacheTtl
+from worker.memory.tokens import estimate_tokens
+from worker.memory.trim import trim_message
+from worker.memory.window import Window, WindowLimits
+
+HistoryCacheTtl = Literal["adaptive", "5m", "1h"]
+#: A point's choice: a TTL, or no point at all.
+PointTtl = CacheTtl | None
+
+#: The gaps the pace is read from: about one page's questions.
+PACE_GAPS = 12
+#: A gap counts as outlived by an entry when it ends this long before the entry's TTL:
+#: the entry's clock starts at the request, a little after the question was asked.
+HIT_MARGIN_SECONDS = 30.0
+#: The prior, worth one gap: even odds of a gap within 5 minutes, and no weight on the band
+#: between 5 minutes and 1 hour, so that a 1-hour TTL is bought only on the conversation's
+#: own evidence. Tuned on part 8's workload (bench/parts/cache_ttl_study.py, every fifth
+#: conversation): a prior of 0.9 within the hour cost brisk conversations 0.4 points (1h
+#: bought on early turns for nothing) and gained the slower ones at most 0.2.
+PRIOR_WEIGHT = 1.0
+PRIOR_FIVE_MINUTES = 0.5
+PRIOR_ONE_HOUR = 0.5
+
+_LIFE: dict[CacheTtl, float] = {"5m": 300.0, "1h": 3600.0}
+_WRITE: dict[PointTtl, float] = {"1h": 2.0, "5m": 1.25, None: 1.0}
+#: What a hit saves per token against writing the prefix again at 5 minutes' price.
+_HIT_SAVES = 1.25 - 0.1
+_ORDER: tuple[PointTtl, ...] = ("1h", "5m", None)
+#: Tried in this order, so that of equal costs the shorter TTL is kept.
+_CANDIDATES: tuple[PointTtl, ...] = ("5m", "1h", None)
+
+
+@dataclass(frozen=True, slots=True)
+class Pace:
+    """The conversation's pace as read from its timestamps: the gaps (seconds, oldest first)
+    and the estimated chances that the next gap is within a 5-minute or 1-hour life."""
+
+    gaps: tuple[float, ...]
+    p5: float
+    p60: float
+
+    def within(self, ttl: PointTtl) -> float:
+        return 0.0 if ttl is None else (self.p5 if ttl == "5m" else self.p60)
+
+
+def read_pace(question_times: Sequence[datetime | None], sent_at: datetime | None) -> Pace:
+    """The pace from the questions' times (oldest first, None: not stamped) and the current
+    command's ``sent_at``. A gap needs both its ends; a negative one (clocks that disagree)
+    is left out."""
+    times = [*question_times, sent_at]
+    gaps = tuple(
+        (later - earlier).total_seconds()
+        for earlier, later in pairwise(times)
+        if earlier is not None and later is not None and later >= earlier
+    )[-PACE_GAPS:]
+    return Pace(
+        gaps=gaps,
+        p5=_share(gaps, _LIFE["5m"], PRIOR_FIVE_MINUTES),
+        p60=_share(gaps, _LIFE["1h"], PRIOR_ONE_HOUR),
+    )
+
+
+def _share(gaps: Sequence[float], life: float, prior: float) -> float:
+    within = sum(gap <= life - HIT_MARGIN_SECONDS for gap in gaps)
+    return (within + PRIOR_WEIGHT * prior) / (len(gaps) + PRIOR_WEIGHT)
+
+
+@dataclass(frozen=True, slots=True)
+class PointShape:
+    """One cache point of the view: the estimated tokens before it, and the chance that
+    the next turn's prompt starts with that same prefix."""
+
+    prefix: int
+    reused: float
+
+
+@dataclass(frozen=True, slots=True)
+class TurnShape:
+    """The view's cache points in order along the prompt, and the tokens of prefix this
+    turn's prompt shares with the previous turn's (0: none, e.g. a new summary)."""
+
+    points: tuple[PointShape, ...]
+    shared: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class TtlChoice:
+    """A TTL (or None: no point) per cache point, in order, and why.
+
+    ``why`` is ``fixed`` (the setting names the TTL), ``no_pace`` (no gap to read),
+    ``below_minimum`` (no point can reach the model's minimum) or ``expected_cost``.
+    ``read`` is the prefix this turn is expected to read (tokens).
+    """
+
+    ttls: tuple[PointTtl, ...]
+    why: str
+    pace: Pace | None = None
+    read: int = 0
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """How many points got each choice (``none``: dropped)."""
+        out: dict[str, int] = {}
+        for ttl in self.ttls:
+            key = ttl or "none"
+            out[key] = out.get(key, 0) + 1
+        return out
+
+
+#: The answers whose sizes stand for the next one, in :func:`reuse_chance`.
+REUSE_SAMPLE = 6
+
+
+def reuse_chance(window: Window, limits: WindowLimits, current: str) -> float:
+    """The chance that the next turn keeps this window's anchor: that this turn's question
+    and an answer like the window's last few still fit the budget (tokens and messages)."""
+    if window.kept + 2 > limits.max_messages:
+        return 0.0
+    question = estimate_tokens(trim_message(current, limits.message_max_tokens))
+    answers = [estimate_tokens(m.content) for m in window.messages if m.role == "assistant"]
+    sample = answers[-REUSE_SAMPLE:] or [question]
+    room = limits.max_tokens - window.estimated_tokens - question
+    return sum(answer <= room for answer in sample) / len(sample)
+
+
+def turn_shape(
+    view: ConverseView,
+    window: Window,
+    limits: WindowLimits,
+    *,
+    current: str,
+    outcome: str,
+    shared_through: int | None,
+    summary_shared: bool,
+    behind: int,
+) -> TurnShape:
+    """The cache-aligned view's shape for :func:`choose_ttls`.
+
+    ``outcome`` is the window's (``kept``, ``reanchored``, ``fallback``);
+    ``shared_through`` the seq the previous turn's history ended on when the anchor was
+    kept (its prompt is this one's up to there); ``summary_shared`` whether the previous
+    turn showed the same summary; ``behind`` the seqs the newest fold is past the summary
+    shown (a re-anchor then changes the summary too).
+    """
+    prefixes = cache_point_prefixes(view)
+    has_summary = bool(view.system)
+    summary_tokens = prefixes[0] if has_summary and prefixes else 0
+    history = 0.0 if outcome == "fallback" else reuse_chance(window, limits, current)
+    summary = history + (1.0 - history) * (behind == 0)
+    points = tuple(
+        PointShape(prefix, summary if has_summary and index == 0 else history)
+        for index, prefix in enumerate(prefixes)
+    )
+    shared = 0
+    if outcome == "kept" and shared_through is not None:
+        shared = summary_tokens + sum(
+            estimate_tokens(m.content) for m in window.messages if m.seq <= shared_through
+        )
+    elif summary_shared:
+        shared = summary_tokens
+    return TurnShape(points, shared)
+
+
+def choose_ttls(
+    shape: TurnShape, pace: Pace | None, *, setting: HistoryCacheTtl, min_tokens: int
+) -> TtlChoice:
+    """The TTL of each point of ``shape`` under ``setting`` (see the module's docstring)."""
+    count = len(shape.points)
+    five = _every("5m", count)
+    if setting != "adaptive":
+        return TtlChoice(_every(setting, count), "fixed", pace)
+    if pace is None or not pace.gaps:
+        return TtlChoice(five, "no_pace", pace)
+    cacheable = [i for i, point in enumerate(shape.points) if point.prefix >= min_tokens]
+    if not cacheable:
+        return TtlChoice(five, "below_minimum", pace)
+    previous = _previous_life(shape, pace, cacheable)
+    lives = previous is not None and pace.gaps[-1] <= _LIFE[previous] - HIT_MARGIN_SECONDS
+    read = shape.shared if lives else 0
+    best = _optimise(shape, pace, cacheable, read)
+    return TtlChoice(_spread(best, cacheable, count), "expected_cost", pace, read)
+
+
+def known_pace_ttls(
+    shape: TurnShape, *, within_5m: bool, within_1h: bool, read: int, min_tokens: int
+) -> tuple[PointTtl, ...]:
+    """The same cost rule with the next gap and this turn's read known (the benchmark's
+    oracle, a bound no causal rule can beat on the same window): no live code uses it."""
+    count = len(shape.points)
+    cacheable = [i for i, point in enumerate(shape.points) if point.prefix >= min_tokens]
+    if not cacheable:
+        return _every("5m", count)
+    known = Pace((), float(within_5m), float(within_5m or within_1h))
+    return _spread(_optimise(shape, known, cacheable, read), cacheable, count)
+
+
+def _every(ttl: CacheTtl, count: int) -> tuple[PointTtl, ...]:
+    return tuple(ttl for _ in range(count))
+
+
+def _previous_life(shape: TurnShape, pace: Pace, cacheable: Sequence[int]) -> PointTtl:
+    """The life of the previous turn's newest entry (the prefix shared with it), as this
+    policy would have chosen it then: a steady turn of this shape under the pace before
+    the newest gap. None: nothing is shared."""
+    if shape.shared <= 0:
+        return None
+    earlier = pace.gaps[:-1]
+    before = Pace(
+        earlier,
+        _share(earlier, _LIFE["5m"], PRIOR_FIVE_MINUTES),
+        _share(earlier, _LIFE["1h"], PRIOR_ONE_HOUR),
+    )
+    # The previous turn's next turn is this one, which reuses its prefix: a steady turn.
+    steady_shape = TurnShape(tuple(replace(p, reused=1.0) for p in shape.points), shape.shared)
+    steady = _optimise(steady_shape, before, cacheable, shape.shared) if earlier else ()
+    return steady[-1] if steady and steady[-1] is not None else "5m"
+
+
+def _optimise(
+    shape: TurnShape, pace: Pace, cacheable: Sequence[int], read: int
+) -> tuple[PointTtl, ...]:
+    """The non-increasing TTLs of the cacheable points with the least expected cost.
+
+    A written point makes an entry of its TTL that holds the whole prefix before it, so a
+    segment lives as long as the nearest written point at or after it; a point that writes
+    nothing costs nothing whatever its TTL. The entry this turn reads from is renewed for
+    the life it was written with, which is not known here: it is given no credit (so the
+    policy errs towards protecting what it writes). Of equal costs, the shorter TTL.
+    """
+    segments = []
+    start = 0
+    for index in cacheable:
+        point = shape.points[index]
+        written = max(0, point.prefix - max(read, start))
+        segments.append((point.prefix - start, written, point.reused, start))
+        start = point.prefix
+    best: tuple[PointTtl, ...] = ()
+    best_cost = float("inf")
+    for ttls in product(_CANDIDATES, repeat=len(segments)):
+        ranks = [_ORDER.index(ttl) for ttl in ttls]
+        if ranks != sorted(ranks):
+            continue  # a longer TTL after a shorter one: refused by Bedrock
+        cost = 0.0
+        protect: PointTtl = None
+        for ttl, (tokens, written, reused, start) in zip(
+            reversed(ttls), reversed(segments), strict=True
+        ):
+            if ttl is None and (written < tokens or start < shape.shared):
+                # The point finds this turn's read (or may: the prefix it shares with the
+                # previous turn's could be cached, whatever the estimate says): it stays.
+                cost = float("inf")
+                break
+            if written > 0:
+                protect = ttl
+            cost += _WRITE[ttl] * written - reused * pace.within(protect) * _HIT_SAVES * tokens
+        if cost < best_cost:
+            best, best_cost = ttls, cost
+    return best
+
+
+def _spread(
+    chosen: Sequence[PointTtl], cacheable: Sequence[int], count: int
+) -> tuple[PointTtl, ...]:
+    """Every point's TTL: a cacheable point's as chosen; one below the minimum takes the
+    next cacheable point's (it caches nothing, and the order stays legal)."""
+    out: list[PointTtl] = []
+    position = 0
+    for index in range(count):
+        while position < len(cacheable) and cacheable[position] < index:
+            position += 1
+        out.append(chosen[position] if position < len(chosen) else chosen[-1])
+    return tuple(out)
+
+
+def ttl_order_is_legal(ttls: Sequence[PointTtl]) -> bool:
+    """Whether no point carries a longer TTL than one before it (dropped points aside)."""
+    lives = [_LIFE[ttl] for ttl in ttls if ttl is not None]
+    return all(later <= earlier for earlier, later in pairwise(lives))
