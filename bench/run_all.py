@@ -714,6 +714,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     with servers_and_proxy(say) as fleets:
         results = asyncio.run(run_parts(fleets, plan, say))
+    say("part 9: brownouts of DynamoDB and of the model queue's sends (docs/RELIABILITY.md)")
+    from bench.parts import brownout
+
+    results["brownouts"] = brownout.measure(quick=plan.quick, say=say)
 
     from bench.reports import report
 

@@ -54,7 +54,17 @@ class RetryableError(WorkerError):
 
 
 class StoreUnavailable(RetryableError):
-    """An AWS call failed in a way worth retrying (throttling, timeout, 5xx, connection)."""
+    """An AWS call failed in a way worth retrying (throttling, timeout, 5xx, connection).
+
+    ``service`` names the AWS service (``dynamodb``, ``sqs``, ``s3``) and ``kind`` how it
+    failed (``throttled``, ``server``, ``connection``, ``refused``), when the adapter knows:
+    the consumer judges each dependency's health from them (:mod:`worker.delivery.breaker`).
+    """
+
+    def __init__(self, message: str, *, service: str | None = None, kind: str | None = None):
+        super().__init__(message)
+        self.service = service
+        self.kind = kind
 
 
 class ObjectAccessDenied(StoreUnavailable):
@@ -63,7 +73,7 @@ class ObjectAccessDenied(StoreUnavailable):
     the command; the reader logs it as a configuration fault. Names the bucket and the code."""
 
     def __init__(self, message: str, *, bucket: str, code: str) -> None:
-        super().__init__(message)
+        super().__init__(message, service="s3", kind="refused")
         self.bucket = bucket
         self.code = code
 

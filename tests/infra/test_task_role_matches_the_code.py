@@ -24,6 +24,7 @@ SERVICE_OF_MODULE = {
     "dynamodb.py": "dynamodb",
     "ledger.py": "dynamodb",
     "s3.py": "s3",
+    "probes.py": "dynamodb",
 }
 #: IAM has no separate action for these: the single-message action authorises the batch.
 BATCH_ACTIONS = {
@@ -38,7 +39,8 @@ GRANTED_FOR_AWS_ERROR_ANSWERS = {"s3:ListBucket"}
 
 
 def operations_called(path: Path) -> set[str]:
-    """``self._client.<name>(…)`` calls in one module, as boto operation names (snake_case)."""
+    """``self._client.<name>(…)`` calls in one module (or ``self._receive_client``: any
+    attribute named ``…_client``), as boto operation names (snake_case)."""
     names = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
@@ -46,7 +48,7 @@ def operations_called(path: Path) -> set[str]:
         owner = node.func.value
         if (
             isinstance(owner, ast.Attribute)
-            and owner.attr == "_client"
+            and owner.attr.endswith("_client")
             and isinstance(owner.value, ast.Name)
             and owner.value.id == "self"
         ):

@@ -44,6 +44,21 @@ async def test_an_expired_lease_is_taken_over_and_the_old_owner_loses_it(
     assert await ledger.renew("m", "c2", owner="w2", lease=LEASE, now=later)
 
 
+async def test_a_turn_run_again_takes_its_own_live_claim_and_no_one_elses(
+    ledger: DynamoCommandLedger,
+) -> None:
+    """A turn held through a brownout runs again under the same owner (this worker, this
+    delivery) after its abandon failed: its own live lease is its own (issue 25)."""
+    await ledger.begin("m", "c9", owner="w1/m9/1", lease=LEASE, now=NOW)
+    soon = NOW + timedelta(seconds=5)
+    assert (
+        await ledger.begin("m", "c9", owner="w1/m9/1", lease=LEASE, now=soon)
+    ).state == "started"
+    assert (await ledger.begin("m", "c9", owner="w2/m9/2", lease=LEASE, now=soon)).state == "busy"
+    await ledger.finish("m", "c9", owner="w1/m9/1", now=soon)
+    assert (await ledger.begin("m", "c9", owner="w1/m9/1", lease=LEASE, now=soon)).state == "done"
+
+
 async def test_a_done_command_stays_done(ledger: DynamoCommandLedger, stack: Stack) -> None:
     await ledger.begin("m", "c3", owner="w1", lease=LEASE, now=NOW)
     await ledger.finish("m", "c3", owner="w1", now=NOW)

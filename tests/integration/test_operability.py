@@ -120,6 +120,8 @@ async def test_the_emf_output_meets_the_specification_and_counts_exactly_what_wa
         m.FOLD_REQUESTS_SENT: 1,
         m.PAYLOADS_OFFLOADED: 1,
         m.LIVENESS_FAILURES: 0,
+        m.DEPENDENCY_FAILING: 0,
+        m.DEPENDENCY_RECOVERED: 0,
     }
     by_kind = emf.totals([d for d in docs if m.REASON_DIMENSION in d], by=m.REASON_DIMENSION)
     assert by_kind == {

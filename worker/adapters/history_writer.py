@@ -126,5 +126,7 @@ async def _write_batch(
         pending = left
     raise StoreUnavailable(
         f"dynamodb.BatchWriteItem left {len(pending)} of {len(batch)} items unprocessed "
-        f"after {UNPROCESSED_ATTEMPTS} attempts"
+        f"after {UNPROCESSED_ATTEMPTS} attempts",
+        service="dynamodb",
+        kind="throttled",
     )

@@ -53,8 +53,10 @@ def claim_request(
     lease: timedelta,
     now: datetime,
 ) -> UpdateItemInputTypeDef:
-    """The claim: the command new, or in progress under a lease that has expired, becomes
-    ``owner``'s until ``now + lease``; a refusal returns the record as it was."""
+    """The claim: the command new, in progress under a lease that has expired, or in
+    progress under ``owner``'s own lease, becomes ``owner``'s until ``now + lease``; a
+    refusal returns the record as it was. An owner names one delivery in one worker, so its
+    own lease is a turn run again (held through a brownout) whose abandon failed."""
     return {
         "TableName": table,
         "Key": command_key(conversation_id, command_id),
@@ -62,7 +64,7 @@ def claim_request(
         "#owner = :owner, expires_at = :ttl, "
         "attempts = if_not_exists(attempts, :zero) + :one",
         "ConditionExpression": "attribute_not_exists(pk) OR "
-        "(#status = :in_progress AND lease_until < :now)",
+        "(#status = :in_progress AND (lease_until < :now OR #owner = :owner))",
         "ExpressionAttributeNames": {"#status": "status", "#owner": "owner"},
         "ExpressionAttributeValues": {
             ":in_progress": {"S": IN_PROGRESS},
@@ -206,7 +208,11 @@ class DynamoCommandLedger:
             if (item := request.get("PutRequest", {}).get("Item"))
         }
         return [
-            StoreUnavailable("dynamodb.BatchWriteItem left the done mark unprocessed")
+            StoreUnavailable(
+                "dynamodb.BatchWriteItem left the done mark unprocessed",
+                service="dynamodb",
+                kind="throttled",
+            )
             if (m.conversation_id, m.command_id) in unprocessed
             else None
             for m in marks

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Unpack
 
-from worker.adapters.errors import aws_call
+from worker.adapters.errors import aws_call, failure_kind
 from worker.delivery.batching import Batcher
 from worker.delivery.pointers import message_size
 from worker.errors import ConfigError, StoreUnavailable
@@ -158,10 +158,16 @@ def _message_fields(
 
 
 class SqsQueue:
-    """One queue: receive, batch delete, send. Implements MessageSource and MessageSender."""
+    """One queue: receive, batch delete, send. Implements MessageSource and MessageSender.
 
-    def __init__(self, client: SQSClient, url: str) -> None:
+    ``receive_client``, if given, makes the receives (a client without botocore's retries:
+    a retried long poll would outlive the stop's bound)."""
+
+    def __init__(
+        self, client: SQSClient, url: str, *, receive_client: SQSClient | None = None
+    ) -> None:
         self._client = client
+        self._receive_client = receive_client or client
         self.url = url
         self.fifo = is_fifo(url)
 
@@ -173,7 +179,7 @@ class SqsQueue:
             self.url, max_messages, wait_seconds, visibility_timeout=visibility_timeout
         )
         with aws_call("sqs.ReceiveMessage"):
-            response = await self._client.receive_message(**request)
+            response = await self._receive_client.receive_message(**request)
         return [received_message(raw) for raw in response.get("Messages", [])]
 
     async def delete_batch(self, messages: Sequence[ReceivedMessage]) -> list[DeleteFailure]:
@@ -208,13 +214,16 @@ class SqsQueue:
         with aws_call("sqs.SendMessageBatch"):
             response = await self._client.send_message_batch(QueueUrl=self.url, Entries=entries)
         results: list[str | StoreUnavailable] = [
-            StoreUnavailable("sqs.SendMessageBatch: no result for the entry")
+            StoreUnavailable("sqs.SendMessageBatch: no result for the entry", service="sqs")
         ] * len(messages)
         for ok in response.get("Successful", []):
             results[int(ok["Id"])] = str(ok["MessageId"])
         for failed in response.get("Failed", []):
+            code = str(failed.get("Code", "?"))
             results[int(failed["Id"])] = StoreUnavailable(
-                f"sqs.SendMessageBatch failed: {failed.get('Code', '?')}"
+                f"sqs.SendMessageBatch failed: {code}",
+                service="sqs",
+                kind=failure_kind(code, 500 if failed.get("SenderFault") is False else None),
             )
         return results
 

@@ -122,8 +122,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run() -> int:
-    import asyncio
     import signal
+
+    # First, before the slow imports (aioboto3, the settings): a stop at any moment of
+    # start-up ends the worker with 0, as a stop of a running one does.
+    stop_requested: list[int] = []
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda number, frame: stop_requested.append(number))
+
+    import asyncio
 
     from worker.logs import configure_logging
     from worker.settings import load_settings
@@ -132,12 +139,14 @@ def _run() -> int:
     configure_logging(settings.log_format)
 
     async def consume() -> None:
-        from worker.cli.runtime import run_worker
-
         stopping = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stopping.set)
+        if stop_requested:
+            stopping.set()
+        from worker.cli.runtime import run_worker
+
         await run_worker(settings, stopping)
 
     asyncio.run(consume())

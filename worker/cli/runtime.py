@@ -16,6 +16,7 @@ from opentelemetry.trace import TracerProvider
 
 from worker.adapters.dynamodb import DynamoHistoryStore
 from worker.adapters.ledger import DynamoCommandLedger
+from worker.adapters.probes import TableProbe
 from worker.adapters.s3 import S3ObjectStore
 from worker.adapters.sqs import QueueDescription, SqsQueue
 from worker.cli.batched_turns import batched_turns
@@ -50,11 +51,23 @@ if TYPE_CHECKING:  # the stubs are a dev dependency: nothing of them runs
 log = get_logger()
 
 
+#: botocore's retries, for every call but the receive: standard mode (adaptive's client-side
+#: rate limiter would also delay the lease extensions and deletes, which share the client),
+#: four attempts in all. (This was spelled ``max_attempts: 3``, which botocore reads as
+#: three *retries*; docs/RELIABILITY.md, "botocore's retries".)
+RETRIES = {"mode": "standard", "total_max_attempts": 4}
+#: The receive's: one attempt. A failed receive is backed off by the receive loop, and a
+#: retried long poll could outlive the stop's "wait + 2 s" bound.
+RECEIVE_RETRIES = {"mode": "standard", "total_max_attempts": 1}
+
+
 @dataclass(frozen=True, slots=True)
 class Clients:
     sqs: SQSClient
     dynamodb: DynamoDBClient
     s3: S3Client
+    #: The converse queue's receives (no retries); the ``sqs`` client if None.
+    sqs_receive: SQSClient | None = None
 
 
 @asynccontextmanager
@@ -72,17 +85,19 @@ async def aws_clients(pool_size: int = 50) -> AsyncIterator[Clients]:
     """
     config = AioConfig(
         max_pool_connections=pool_size,
-        retries={"mode": "standard", "max_attempts": 3},
+        retries=RETRIES,
         connect_timeout=5,
         read_timeout=30,  # above the 20 s long poll
         parameter_validation=False,
     )
     session = aioboto3.Session()
     async with AsyncExitStack() as stack:
+        receive = config.merge(AioConfig(retries=RECEIVE_RETRIES, max_pool_connections=10))
         yield Clients(
             sqs=await stack.enter_async_context(session.client("sqs", config=config)),
             dynamodb=await stack.enter_async_context(session.client("dynamodb", config=config)),
             s3=await stack.enter_async_context(session.client("s3", config=config)),
+            sqs_receive=await stack.enter_async_context(session.client("sqs", config=receive)),
         )
 
 
@@ -212,7 +227,9 @@ async def run_worker(
         aws_clients(pool_size=max(10, settings.worker_concurrency + 10)) as clients,
         operating(settings, tracer_provider) as ops,
     ):
-        converse = SqsQueue(clients.sqs, settings.converse_queue_url)
+        converse = SqsQueue(
+            clients.sqs, settings.converse_queue_url, receive_client=clients.sqs_receive
+        )
         # Waiting out an unreachable endpoint at start-up is progress for both loops.
         description = await describe_converse_queue(
             converse, settings, stopping, beat=lambda: ops.liveness.beat(*LOOPS)
@@ -242,6 +259,7 @@ async def run_worker(
             policy=settings.consumer_policy(visibility_timeout=visibility),
             telemetry=ops.telemetry,
             liveness=ops.liveness,
+            probes={"dynamodb": TableProbe(clients.dynamodb, settings.history_table)},
         )
         try:
             await consumer.run(stopping)

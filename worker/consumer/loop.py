@@ -8,6 +8,9 @@
 - Failures: a failed receive is logged and backed off, and so is anything unexpected (by
   type, never content); while handled messages keep failing, polling slows too, so an
   outage does not burn receive counts towards the dead-letter queue.
+- Outages (:mod:`worker.consumer.outages`): while a dependency every turn needs fails for
+  everyone, nothing is received, the turns that failed on it are held (leases kept) and run
+  again once a probe succeeds; the loop keeps beating while it probes.
 - Liveness and telemetry: the loop and the lease heartbeat beat a :class:`Liveness` each
   time round (``worker health`` reads it); each message is handled inside a
   :meth:`Telemetry.turn` (its span, trace id and counts).
@@ -21,12 +24,13 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Protocol
 
 from structlog.contextvars import bound_contextvars
 
 from worker.consumer.leases import Leases
+from worker.consumer.outages import Outages, Probe
 from worker.consumer.settling import Outcomes
 from worker.delivery.batching import MAX_BATCH
 from worker.delivery.outcomes import Done, Outcome, Retry
@@ -72,6 +76,7 @@ class Consumer:
         jitter: Jitter = equal_jitter,
         telemetry: Telemetry | None = None,
         liveness: Liveness | None = None,
+        probes: Mapping[str, Probe] | None = None,
     ) -> None:
         self._source = source
         self._stage = stage
@@ -90,6 +95,10 @@ class Consumer:
             clock=clock,
             jitter=jitter,
         )
+        self._outages = Outages(
+            clock=clock, jitter=jitter, probes=probes, on_change=self._telemetry.dependency
+        )
+        self._stopping = asyncio.Event()
         self._in_flight: dict[asyncio.Task[None], ReceivedMessage] = {}
         #: Messages one receive asks for when the worker is busy: a full batch.
         self._batch = min(MAX_BATCH, policy.concurrency)
@@ -101,6 +110,7 @@ class Consumer:
     async def run(self, stopping: asyncio.Event) -> None:
         """Consume until ``stopping`` is set, then stop as the module says and return."""
         policy = self._policy
+        self._stopping = stopping
         heartbeat_done = asyncio.Event()
         heartbeat = asyncio.create_task(
             self._leases.heartbeat(heartbeat_done, lambda: self._liveness.beat(LEASE_HEARTBEAT)),
@@ -125,8 +135,11 @@ class Consumer:
         receive_failures = 0
         while not stopping.is_set():
             self._liveness.beat(RECEIVE_LOOP)  # each time round: at least once per long poll
+            if self._outages.failing():  # no receives: probe, within PROBE_STEP_SECONDS
+                await self._outages.probe(stopping)
+                continue
             if self._policy.concurrency - len(self._in_flight) < self._batch and self._in_flight:
-                await first_done(*self._in_flight, event=stopping)
+                await first_done(*self._in_flight, self._outages.changed(), event=stopping)
                 continue
             if self._failure_streak:  # once per receive, not per slot freed
                 pause = FAILURE_PAUSE.delay(self._failure_streak, self._jitter)
@@ -200,14 +213,21 @@ class Consumer:
             bound_contextvars(message_id=message.message_id, receive_count=message.receive_count),
             self._telemetry.turn(message, received_at) as turn,
         ):
-            try:
-                outcome = await self._stage.handle(message)
-            except Exception as exc:  # a defect, not the message's fault: let it come back
-                log.error("clerk.converse_command_failed", error_type=type(exc).__name__)
-                turn.finished(None)
+            started = self._clock.monotonic()
+            outcome = await self._handle(message)
+            # A dependency failing for everyone: hold the message (its lease kept) and run
+            # the turn again once it recovers, instead of spending a receive on it.
+            while (dependency := self._outages.judge(outcome, started)) is not None:
+                if not await self._outages.hold(dependency, self._stopping):
+                    turn.finished(outcome)
+                    await self._leases.release([message])
+                    return
+                started = self._clock.monotonic()
+                outcome = await self._handle(message)
+            turn.finished(outcome)
+            if outcome is None:
                 self._failure_streak += 1
                 return
-            turn.finished(outcome)
             if isinstance(outcome, Done):
                 self._failure_streak = 0
             elif isinstance(outcome, Retry) and outcome.failure:
@@ -216,6 +236,14 @@ class Consumer:
                 await self._outcomes.act(message, outcome)
             except Exception as exc:
                 log_failure("clerk.converse_outcome_failed", exc)
+
+    async def _handle(self, message: ReceivedMessage) -> Outcome | None:
+        """The stage's outcome; None for a defect (logged by type; the message comes back)."""
+        try:
+            return await self._stage.handle(message)
+        except Exception as exc:  # a defect, not the message's fault: let it come back
+            log.error("clerk.converse_command_failed", error_type=type(exc).__name__)
+            return None
 
     async def _drain(self) -> None:
         if not self._in_flight:

@@ -60,6 +60,9 @@ FOLD_GAP_MESSAGES = "FoldGapMessages"
 FOLD_REQUESTS_SENT = "FoldRequestsSent"
 PAYLOADS_OFFLOADED = "PayloadsOffloaded"
 LIVENESS_FAILURES = "LivenessFailures"
+#: A dependency every turn needs judged failing, and recovered (worker.consumer.outages).
+DEPENDENCY_FAILING = "DependencyFailing"
+DEPENDENCY_RECOVERED = "DependencyRecovered"
 TURN_LATENCY = "TurnLatency"
 AGE_AT_RECEIVE = "AgeAtReceive"
 WINDOW_KEPT = "WindowKept"
@@ -84,6 +87,8 @@ COUNTERS: Mapping[str, str] = {
     FOLD_REQUESTS_SENT: "Count",
     PAYLOADS_OFFLOADED: "Count",
     LIVENESS_FAILURES: "Count",
+    DEPENDENCY_FAILING: "Count",
+    DEPENDENCY_RECOVERED: "Count",
 }
 #: One value per event, written when the interval has any.
 DISTRIBUTIONS: Mapping[str, str] = {

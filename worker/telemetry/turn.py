@@ -174,6 +174,10 @@ class Telemetry:
         self._queue_name = queue_name
         self._span_name = f"{queue_name} process"
 
+    def dependency(self, name: str, failing: bool) -> None:
+        """A dependency every turn needs was judged failing (True) or recovered (False)."""
+        self._metrics.count(m.DEPENDENCY_FAILING if failing else m.DEPENDENCY_RECOVERED)
+
     def received(self, message: ReceivedMessage) -> None:
         if message.sent_timestamp_ms is not None:
             age = self._wall() * 1000 - message.sent_timestamp_ms

@@ -22,7 +22,7 @@ from typing import Protocol
 
 from structlog.contextvars import bound_contextvars
 
-from worker.delivery.outcomes import Done, Outcome, Rejected, Retry
+from worker.delivery.outcomes import Done, Outcome, Rejected, Retry, retry_for
 from worker.errors import RejectedCommand, RetryableError
 from worker.logs import get_logger
 from worker.memory import fold_gap
@@ -106,7 +106,7 @@ class ConverseStage:
             return Rejected(exc.reason)
         except RetryableError as exc:
             log.warning("clerk.converse_command_retry", error=str(exc))
-            return Retry(str(exc))
+            return retry_for(exc)
         with bound_contextvars(
             conversation_id=command.conversation_id, command_id=command.command_id
         ):
@@ -115,7 +115,7 @@ class ConverseStage:
                 return await self._handle(message, command, owner)
             except RetryableError as exc:
                 log.warning("clerk.converse_command_retry", error=str(exc))
-                return Retry(str(exc))
+                return retry_for(exc)
 
     async def _handle(
         self, message: ReceivedMessage, command: ConverseCommand, owner: str
