@@ -23,6 +23,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from worker.memory import HistoryMessage, Window, WindowLimits, bound_history, estimate_tokens
+from worker.memory.cache_aligned import (
+    AlignedWindow,
+    AnchorHeadroom,
+    WindowAnchor,
+    cache_aligned_window,
+)
 from worker.memory.prompt_cache import TurnCost
 
 
@@ -180,3 +186,27 @@ class ViewCodec:
                 blocks = []
                 messages.append({"role": _CODE_ROLE[code], "content": blocks})
         return system, messages
+
+
+def aligned_window(
+    history: Sequence[HistoryMessage],
+    page: Sequence[HistoryMessage],
+    limits: WindowLimits,
+    *,
+    folded: int,
+    summary: str | None,
+    anchor: WindowAnchor | None,
+    headroom: AnchorHeadroom,
+) -> AlignedWindow:
+    """The cache-aligned window as the stage chooses it (``worker.turn.history``): over the
+    page read (newest first), and over the whole history (oldest first) when its floor needs
+    older messages than the page holds."""
+    result = cache_aligned_window(
+        page, limits, folded_through=folded, anchor=anchor, headroom=headroom, summary=summary
+    )
+    if result.window.floor_needs_older:
+        result = cache_aligned_window(
+            reversed(history), limits, folded_through=folded, anchor=anchor,
+            headroom=headroom, summary=summary,
+        )  # fmt: skip
+    return result

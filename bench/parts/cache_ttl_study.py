@@ -51,7 +51,7 @@ from bench.load.replay import (
     replayed_conversations,
     turn_times,
 )
-from bench.parts.cache_bill import stepped_window
+from bench.parts.cache_bill import aligned_window, stepped_window
 from worker.memory import (
     FoldLimits,
     Window,
@@ -60,7 +60,7 @@ from worker.memory import (
     fold_gap,
     render_converse,
 )
-from worker.memory.cache_aligned import AnchorHeadroom, WindowAnchor, cache_aligned_window
+from worker.memory.cache_aligned import AnchorHeadroom, WindowAnchor
 from worker.memory.cache_ttl import (
     HIT_MARGIN_SECONDS,
     PointTtl,
@@ -138,27 +138,6 @@ class Turn:
     summary_bytes: int = 0
 
 
-def _aligned(
-    history: Sequence[Any],
-    page: Sequence[Any],
-    limits: WindowLimits,
-    *,
-    folded: int,
-    summary: str | None,
-    anchor: WindowAnchor | None,
-    headroom: AnchorHeadroom,
-) -> Any:
-    result = cache_aligned_window(
-        page, limits, folded_through=folded, anchor=anchor, headroom=headroom, summary=summary
-    )
-    if result.window.floor_needs_older:
-        result = cache_aligned_window(
-            reversed(history), limits, folded_through=folded, anchor=anchor,
-            headroom=headroom, summary=summary,
-        )  # fmt: skip
-    return result
-
-
 def _points_view(window: Window, current: str, summary: str | None) -> ConverseView:
     return render_converse(
         window, current, summary, cache_history=True,
@@ -194,7 +173,7 @@ def conversation_turns(
         outcomes: dict[str, str] = {}
         for family in ("today", "lagged"):
             stored = anchors[family]
-            result = _aligned(history, page, limits, folded=folded, summary=summary,
+            result = aligned_window(history, page, limits, folded=folded, summary=summary,
                               anchor=stored, headroom=headroom)  # fmt: skip
             new = result.anchor_to_store
             if new is not None:

@@ -52,7 +52,7 @@ from bench.load.replay import (
     replayed_conversations,
     turn_times,
 )
-from bench.parts.cache_bill import Tally, ViewCodec, stepped_window
+from bench.parts.cache_bill import Tally, ViewCodec, aligned_window, stepped_window
 from bench.parts.model_bill_play import (
     PlayedTurn,
     PlayResult,
@@ -68,7 +68,7 @@ from worker.memory import (
     fold_gap,
     render_converse,
 )
-from worker.memory.cache_aligned import AnchorHeadroom, WindowAnchor, cache_aligned_window
+from worker.memory.cache_aligned import AnchorHeadroom, WindowAnchor
 from worker.memory.converse import (
     ConverseView,
     cache_point_prefixes,
@@ -190,14 +190,9 @@ def model_conversation(
         sliding = bound_history(page, limits)
         if sliding.floor_needs_older:  # the stage reads further back
             sliding = bound_history(reversed(history), limits)
-        aligned = cache_aligned_window(
-            page, limits, folded_through=folded, anchor=anchor, headroom=headroom, summary=summary
+        aligned = aligned_window(
+            history, page, limits, folded=folded, summary=summary, anchor=anchor, headroom=headroom
         )
-        if aligned.window.floor_needs_older:
-            aligned = cache_aligned_window(
-                reversed(history), limits, folded_through=folded, anchor=anchor,
-                headroom=headroom, summary=summary,
-            )  # fmt: skip
         # Stored only when it differs from the stored one (the stage's anchor_to_write).
         new = aligned.anchor_to_store
         wrote = new is not None and new != anchor
