@@ -188,6 +188,17 @@ class ViewCodec:
         return system, messages
 
 
+def sliding_window(
+    history: Sequence[HistoryMessage], page: Sequence[HistoryMessage], limits: WindowLimits
+) -> Window:
+    """The sliding window as the stage reads it: over the page (newest first), and over the
+    whole history (oldest first) when its floor needs older messages than the page holds."""
+    window = bound_history(page, limits)
+    if window.floor_needs_older:
+        window = bound_history(reversed(history), limits)
+    return window
+
+
 def aligned_window(
     history: Sequence[HistoryMessage],
     page: Sequence[HistoryMessage],

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import sys
 import time
 from collections.abc import Sequence
@@ -115,16 +114,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     def say(message: str) -> None:
         print(f"[{time.monotonic() - started:6.0f} s] {message}", flush=True)
 
-    from bench.servers.servers import local_servers
-    from worker.cli.runtime import aws_clients
+    from bench.servers.servers import measured_on_local_servers
 
-    async def run(servers: Any) -> dict[str, Any]:
-        async with aws_clients(pool_size=64) as clients:
-            return await measure(clients, servers, quick=args.quick, say=say)
-
-    with local_servers() as servers:
-        os.environ.update(servers.environ())
-        document = asyncio.run(run(servers))
+    document = measured_on_local_servers(
+        lambda clients, servers: measure(clients, servers, quick=args.quick, say=say)
+    )
     text = json.dumps(document, indent=1)
     if args.out:
         args.out.write_text(text + "\n")

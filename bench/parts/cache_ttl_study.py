@@ -51,12 +51,11 @@ from bench.load.replay import (
     replayed_conversations,
     turn_times,
 )
-from bench.parts.cache_bill import aligned_window, stepped_window
+from bench.parts.cache_bill import aligned_window, sliding_window, stepped_window
 from worker.memory import (
     FoldLimits,
     Window,
     WindowLimits,
-    bound_history,
     fold_gap,
     render_converse,
 )
@@ -163,9 +162,7 @@ def conversation_turns(
         current = conversation.question(number).content
         folded, summary = track.folded_through, track.summary
         page = tuple(reversed(history[-(limits.max_messages + 1) :]))
-        sliding = bound_history(page, limits)
-        if sliding.floor_needs_older:
-            sliding = bound_history(reversed(history), limits)
+        sliding = sliding_window(history, page, limits)
         views = {"sliding": render_converse(sliding, current, summary)}
         shapes: dict[str, TurnShape] = {}
         tokens = {"sliding": sliding.estimated_tokens}

@@ -52,7 +52,13 @@ from bench.load.replay import (
     replayed_conversations,
     turn_times,
 )
-from bench.parts.cache_bill import Tally, ViewCodec, aligned_window, stepped_window
+from bench.parts.cache_bill import (
+    Tally,
+    ViewCodec,
+    aligned_window,
+    sliding_window,
+    stepped_window,
+)
 from bench.parts.model_bill_play import (
     PlayedTurn,
     PlayResult,
@@ -64,7 +70,6 @@ from worker.memory import (
     FoldLimits,
     Window,
     WindowLimits,
-    bound_history,
     fold_gap,
     render_converse,
 )
@@ -187,9 +192,7 @@ def model_conversation(
         current = conversation.question(turn).content
         folded, summary = track.folded_through, track.summary
         page = tuple(reversed(history[-(limits.max_messages + 1) :]))
-        sliding = bound_history(page, limits)
-        if sliding.floor_needs_older:  # the stage reads further back
-            sliding = bound_history(reversed(history), limits)
+        sliding = sliding_window(history, page, limits)
         aligned = aligned_window(
             history, page, limits, folded=folded, summary=summary, anchor=anchor, headroom=headroom
         )
@@ -518,16 +521,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.from_json is not None:
         document = json.loads(args.from_json.read_text(encoding="utf-8"))
     else:
-        from bench.servers.servers import local_servers
-        from worker.cli.runtime import aws_clients
+        from bench.servers.servers import measured_on_local_servers
 
-        async def run(servers: Any) -> dict[str, Any]:
-            async with aws_clients(pool_size=64) as clients:
-                return await measure(clients, servers, quick=args.quick, say=say)
-
-        with local_servers() as servers:
-            os.environ.update(servers.environ())
-            document = asyncio.run(run(servers))
+        document = measured_on_local_servers(
+            lambda clients, servers: measure(clients, servers, quick=args.quick, say=say)
+        )
     write(document, out_dir)
     from bench.reports import model_bill as report
 

@@ -16,19 +16,22 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from localaws.dynalite import start_dynalite
 from localaws.endpoints import REGION, aws_environ
 from localaws.moto import REPO_ROOT, quiet_werkzeug, running_moto, stop
 from worker.cli.bootstrap import history_table_definition
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +114,20 @@ def delayed(servers: Servers, round_trips: RoundTrips) -> Iterator[Servers]:
         )
     finally:
         stop(process)
+
+
+def measured_on_local_servers(measure: Callable[[Any, Servers], Awaitable[T]]) -> T:
+    """``measure(clients, servers)`` run once against fresh local servers (moto and
+    dynalite), with this process's AWS variables pointed at them: a part's standalone run."""
+    from worker.cli.runtime import aws_clients
+
+    async def run(servers: Servers) -> T:
+        async with aws_clients(pool_size=64) as clients:
+            return await measure(clients, servers)
+
+    with local_servers() as servers:
+        os.environ.update(servers.environ())
+        return asyncio.run(run(servers))
 
 
 class LocalDynamoDB:
