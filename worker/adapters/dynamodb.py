@@ -83,7 +83,7 @@ def anchor_request(
     return {
         "TableName": table,
         "Key": state_key(conversation_id),
-        "UpdateExpression": f"SET {ANCHOR_SET}{_snapshot_set(anchor)}{_snapshot_remove(anchor)}",
+        "UpdateExpression": f"SET {_anchor_clauses(anchor)}",
         "ExpressionAttributeValues": _anchor_values(anchor),
     }
 
@@ -106,7 +106,7 @@ def fold_claim_request(
         "compaction_requested_at = :now, compaction_request_version = :claimed"
     )
     if anchor is not None:
-        update += f", {ANCHOR_SET}{_snapshot_set(anchor)}{_snapshot_remove(anchor)}"
+        update += f", {_anchor_clauses(anchor)}"
         values = {**values, **_anchor_values(anchor)}
     return {
         "TableName": table,
@@ -280,6 +280,12 @@ def _anchor_values(anchor: WindowAnchor) -> dict[str, AttributeValueTypeDef]:
         if snapshot.summary is not None:
             values[":summary"] = {"S": snapshot.summary}
     return values
+
+
+def _anchor_clauses(anchor: WindowAnchor) -> str:
+    """The anchor's and its snapshot's clauses, to follow a ``SET`` (or a SET list): the
+    anchor write and the fold claim that carries it write the same attributes."""
+    return f"{ANCHOR_SET}{_snapshot_set(anchor)}{_snapshot_remove(anchor)}"
 
 
 def _snapshot_set(anchor: WindowAnchor) -> str:
