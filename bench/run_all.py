@@ -98,7 +98,7 @@ from bench.servers.servers import (
     delayed,
     local_servers,
 )
-from worker.cli.runtime import aws_clients
+from worker.app.runtime import aws_clients
 from worker.settings import Settings
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

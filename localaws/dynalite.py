@@ -35,7 +35,7 @@ from botocore.config import Config
 from localaws.endpoints import DUMMY_CLIENT_ARGS, HOST, free_port, wait_until_answering
 from localaws.moto import stop
 from worker.adapters.dynamodb import history_page_query
-from worker.cli.bootstrap import history_table_definition
+from worker.app.resources import history_table_definition
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DIR = REPO_ROOT / ".bench" / "dynalite"

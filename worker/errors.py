@@ -58,7 +58,7 @@ class StoreUnavailable(RetryableError):
 
     ``service`` names the AWS service (``dynamodb``, ``sqs``, ``s3``) and ``kind`` how it
     failed (``throttled``, ``server``, ``connection``, ``refused``), when the adapter knows:
-    the consumer judges each dependency's health from them (:mod:`worker.delivery.breaker`).
+    the consumer judges each dependency's health from them (:mod:`worker.consumer.breaker`).
     """
 
     def __init__(self, message: str, *, service: str | None = None, kind: str | None = None):

@@ -9,9 +9,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal, Protocol, Required, TypedDict, Unpack
 
-from worker.memory import FoldState, HistoryMessage
-from worker.memory.cache_aligned import WindowAnchor
-from worker.memory.compaction import FoldClaims as FoldClaims  # the stage's port, re-exported
+from worker.caching.anchor import WindowAnchor
+from worker.memory import CompactionPlan, FoldState, HistoryMessage
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,4 +185,30 @@ class MessageSource(Protocol):
         self, messages: Sequence[ReceivedMessage], timeout_seconds: int
     ) -> list[DeleteFailure]:
         """Set the visibility of up to ten messages; returns the entries SQS refused."""
+        ...
+
+
+class FoldClaims(Protocol):
+    """The request mark on a conversation's ``state`` item, written conditionally."""
+
+    async def claim_compaction(
+        self,
+        conversation_id: str,
+        plan: CompactionPlan,
+        *,
+        seen: FoldState,
+        now: datetime,
+        anchor: WindowAnchor | None = None,
+    ) -> bool:
+        """Record ``plan`` as the newest request, stamped ``now``, if the request mark is
+        still the one ``seen`` holds; True if this caller won the claim. With ``anchor``,
+        the same write also stores the cache-aligned window's anchor (one write, not two,
+        when a turn both claims and re-anchors); a lost claim stores nothing."""
+        ...
+
+    async def release_compaction(
+        self, conversation_id: str, plan: CompactionPlan, *, seen: FoldState, claimed_at: datetime
+    ) -> None:
+        """Put back the mark ``seen`` held, if the mark is still this caller's claim of
+        ``plan`` at ``claimed_at`` (its request could not be sent)."""
         ...

@@ -8,16 +8,17 @@ from typing import Annotated, Any, Literal, Self
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from worker.delivery.pointers import InboundPayloads
-from worker.delivery.policy import RECEIVE_RETURN_MARGIN_SECONDS, ConsumerPolicy
-from worker.errors import ConfigError
-from worker.memory import FoldLimits, WindowLimits
-from worker.memory.cache_aligned import (
+from worker.caching.anchor import (
     DEFAULT_HEADROOM_MESSAGES,
     DEFAULT_HEADROOM_TOKENS,
     AnchorHeadroom,
 )
-from worker.memory.cache_ttl import HistoryCacheTtl
+from worker.caching.lifetimes import HistoryCacheTtl
+from worker.consumer.pacing import RECEIVE_RETURN_MARGIN_SECONDS, ConsumerPolicy
+from worker.delivery.pointers import InboundPayloads
+from worker.errors import ConfigError
+from worker.memory import FoldLimits, WindowLimits
+from worker.planning import PlanConfig
 from worker.telemetry.probe import DEFAULT_HEALTH_FILE
 
 
@@ -101,7 +102,7 @@ class Settings(BaseSettings):
     history_window_anchor_headroom_tokens: int = Field(default=DEFAULT_HEADROOM_TOKENS, ge=0)
     history_window_anchor_headroom_messages: int = Field(default=DEFAULT_HEADROOM_MESSAGES, ge=0)
     # Cache-aligned mode only: the view's cache points' `ttl` (`adaptive`: chosen per turn
-    # from the conversation's pace, worker/memory/cache_ttl.py), and the model's minimum
+    # from the conversation's pace, worker/caching/lifetimes.py), and the model's minimum
     # prefix before a point (1,024 Claude Sonnet 4 / 3.7 and Opus 4; 2,048 Claude 3.5
     # Haiku; 4,096 Haiku 4.5 and Opus 4.5), below which a point is worth nothing.
     history_cache_ttl: HistoryCacheTtl = "adaptive"
@@ -209,6 +210,17 @@ class Settings(BaseSettings):
     @property
     def cache_aligned(self) -> bool:
         return self.history_window_mode == "cache-aligned"
+
+    @property
+    def plan_config(self) -> PlanConfig:
+        """What :func:`worker.planning.plan_turn` takes of the settings."""
+        return PlanConfig(
+            limits=self.window_limits,
+            cache_aligned=self.cache_aligned,
+            headroom=self.anchor_headroom,
+            cache_ttl=self.history_cache_ttl,
+            min_tokens=self.prompt_cache_min_tokens,
+        )
 
     def consumer_policy(self, *, visibility_timeout: int) -> ConsumerPolicy:
         """The consumer's knobs, with the converse queue's visibility timeout."""

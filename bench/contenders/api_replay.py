@@ -5,7 +5,7 @@ begin for each → Query for each → SendMessageBatch of the precomputed prompt
 one BatchWriteItem of the ledger's done records → (a compaction claim UpdateItem and
 SendMessage for a conversation whose fold is due, once) → DeleteMessageBatch. The requests are the
 stage's own: made by the worker's adapters themselves (the ledger, the history store, the
-queues) over the client configuration of ``worker.cli.runtime.aws_clients``, so they cannot
+queues) over the client configuration of ``worker.app.runtime.aws_clients``, so they cannot
 drift from what the stage sends; the answers are parsed as the adapters parse them and
 ignored. What is left out is the stage itself: command validation, the window, payload
 encoding, the consumer's bookkeeping (leases, cohorts, batching) and logging. ``lanes ×
@@ -29,7 +29,7 @@ from bench.contenders.callcount import CallCounter, install_snapshot_handler
 from worker.adapters.dynamodb import DynamoHistoryStore
 from worker.adapters.ledger import DynamoCommandLedger
 from worker.adapters.sqs import OutboundMessage, SqsQueue
-from worker.cli.runtime import aws_clients
+from worker.app.runtime import aws_clients
 from worker.delivery.done_marks import DoneMark
 from worker.memory import CompactionPlan, FoldState
 from worker.ports import ReceivedMessage

@@ -37,7 +37,7 @@ def main() -> int:
     import worker.cli
 
     try:
-        import worker.cli.runtime as runtime
+        import worker.app.runtime as runtime
     except ModuleNotFoundError:  # a tree from before the packages (``--before``)
         import worker.runtime as runtime  # type: ignore[no-redef]
 

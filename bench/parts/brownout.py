@@ -39,8 +39,8 @@ from typing import Any
 from localaws.endpoints import aws_environ
 from localaws.fault_proxy import Fault, FaultProxy
 from localaws.moto import running_moto
-from worker.cli.bootstrap import Resources, create_resources, dead_letter_name
-from worker.cli.runtime import Clients, aws_clients
+from worker.app.resources import Resources, create_resources, dead_letter_name
+from worker.app.runtime import Clients, aws_clients
 from worker.telemetry.probe import check
 
 WORKER = [sys.executable, "-m", "worker.cli", "run"]

@@ -22,14 +22,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from worker.memory import HistoryMessage, Window, WindowLimits, bound_history, estimate_tokens
-from worker.memory.cache_aligned import (
+from worker.caching.anchor import (
     AlignedWindow,
     AnchorHeadroom,
     WindowAnchor,
     cache_aligned_window,
 )
-from worker.memory.prompt_cache import TurnCost
+from worker.caching.bill_model import TurnCost
+from worker.memory import HistoryMessage, Window, WindowLimits, bound_history, estimate_tokens
 
 
 @dataclass
@@ -209,7 +209,7 @@ def aligned_window(
     anchor: WindowAnchor | None,
     headroom: AnchorHeadroom,
 ) -> AlignedWindow:
-    """The cache-aligned window as the stage chooses it (``worker.turn.history``): over the
+    """The cache-aligned window as the stage chooses it (``worker.turn.reading``): over the
     page read (newest first), and over the whole history (oldest first) when its floor needs
     older messages than the page holds."""
     result = cache_aligned_window(

@@ -8,7 +8,7 @@ counsel's question ``2t - 1`` as the current message, then the question and its 
 are stored. The fold trigger is the stage's own (:func:`plan_compaction`); each request
 lands 1-3 turns after it was sent (seeded at random), and the summary then changes
 (300-600 tokens). Turns are spaced by a pause model (``--pauses``), so the cache's TTL
-matters. Each prompt is priced with :mod:`worker.memory.prompt_cache`.
+matters. Each prompt is priced with :mod:`worker.caching.bill_model`.
 
 Contenders, all on the same conversations, fold schedule and clock:
 
@@ -42,6 +42,15 @@ from bench.load.replay import START, pause
 from bench.load.workload import TextSource, mixed_conversations
 from bench.parts.cache_bill import HEADER, Tally, stepped_window
 from bench.parts.derived_anchor import derived_aligned_window
+from worker.caching.anchor import (
+    DEFAULT_HEADROOM_MESSAGES,
+    DEFAULT_HEADROOM_TOKENS,
+    AlignedWindow,
+    AnchorHeadroom,
+    WindowAnchor,
+    cache_aligned_window,
+)
+from worker.caching.bill_model import CacheRules, PromptCache, price_turn
 from worker.memory import (
     FoldState,
     HistoryMessage,
@@ -54,16 +63,7 @@ from worker.memory import (
     render_converse,
     trim_message,
 )
-from worker.memory.cache_aligned import (
-    DEFAULT_HEADROOM_MESSAGES,
-    DEFAULT_HEADROOM_TOKENS,
-    AlignedWindow,
-    AnchorHeadroom,
-    WindowAnchor,
-    cache_aligned_window,
-)
 from worker.memory.converse import previous_history_end
-from worker.memory.prompt_cache import CacheRules, PromptCache, price_turn
 from worker.settings import Settings
 
 CONTENDERS = ("sliding", "sliding+point", "aligned", "aligned-derived", "stepped")

@@ -26,8 +26,8 @@ from bench.load.replay import replayed_conversations, turn_times
 from bench.parts.cache_bill import ViewCodec
 from bench.parts.cache_ttl_study import BASELINE_RULES, SEED, _ttls_for, conversation_turns
 from bench.parts.model_bill_play import converse_digest, play
+from worker.caching.bill_model import PromptCache, price_turn
 from worker.memory.converse import with_cache_ttls
-from worker.memory.prompt_cache import PromptCache, price_turn
 from worker.settings import Settings
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

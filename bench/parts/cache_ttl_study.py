@@ -6,8 +6,8 @@ The pipeline is part 8's (:func:`bench.parts.model_bill.model_conversation`): th
 own memory functions over the workload's histories, fed as the stage feeds them (one page,
 the anchor kept between turns as the ``state`` item keeps it, with its snapshot for the
 lagged contenders), with the scripted compactor. What the stage adds on top is done the way
-the stage does it (:meth:`worker.turn.history.TurnWindow.cached_view`): the turn's shape
-(:func:`worker.memory.cache_ttl.turn_shape`), the pace from the page's questions' times and
+the stage does it (:meth:`worker.turn.reading.TurnWindow.cached_view`): the turn's shape
+(:func:`worker.caching.lifetimes.turn_shape`), the pace from the page's questions' times and
 the command's, the TTL choice, the view's points. The times come from each case's pause
 model, so the windows are computed once and the TTLs per case.
 
@@ -52,15 +52,9 @@ from bench.load.replay import (
     turn_times,
 )
 from bench.parts.cache_bill import aligned_window, sliding_window, stepped_window
-from worker.memory import (
-    FoldLimits,
-    Window,
-    WindowLimits,
-    fold_gap,
-    render_converse,
-)
-from worker.memory.cache_aligned import AnchorHeadroom, WindowAnchor
-from worker.memory.cache_ttl import (
+from worker.caching.anchor import AnchorHeadroom, WindowAnchor
+from worker.caching.bill_model import CacheRules, PromptCache, price_turn
+from worker.caching.lifetimes import (
     HIT_MARGIN_SECONDS,
     PointTtl,
     TurnShape,
@@ -69,8 +63,14 @@ from worker.memory.cache_ttl import (
     read_pace,
     turn_shape,
 )
+from worker.memory import (
+    FoldLimits,
+    Window,
+    WindowLimits,
+    fold_gap,
+    render_converse,
+)
 from worker.memory.converse import ConverseView, previous_history_end, with_cache_ttls
-from worker.memory.prompt_cache import CacheRules, PromptCache, price_turn
 from worker.settings import Settings
 
 SEED = 11

@@ -5,20 +5,20 @@ It lives in the benchmark, which measures it against the stored anchor
 (``bench/parts/cache_sim.py``), not in the worker, which never runs it: it needs no write,
 but reads up to two pages a turn and, re-anchoring from where the fold was requested rather
 than where it landed, sees less history for a larger bill (README, "Cutting the model's
-bill"). Pure, like :mod:`worker.memory.cache_aligned`, whose window it replays.
+bill"). Pure, like :mod:`worker.caching.anchor`, whose window it replays.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from worker.memory.cache_aligned import (
+from worker.caching.anchor import (
     AlignedWindow,
     AnchorHeadroom,
     WindowAnchor,
     cache_aligned_window,
 )
-from worker.memory.window import HistoryMessage, WindowLimits
+from worker.memory.history_window import HistoryMessage, WindowLimits
 
 
 def derive_anchor(

@@ -3,7 +3,7 @@
 The benchmark's conversations are played from their first message through the real
 worker, once in each ``HISTORY_WINDOW_MODE`` (:mod:`bench.parts.model_bill_play`), and
 every prompt payload's ``converse`` view is priced with the prompt-cache model of
-:mod:`worker.memory.prompt_cache`, one cache per conversation, at the times a pause model
+:mod:`worker.caching.bill_model`, one cache per conversation, at the times a pause model
 gives the turns. Four contenders on the same histories and fold schedule:
 
 - ``sliding``: the worker in sliding mode (a cache point after the summary only);
@@ -66,6 +66,8 @@ from bench.parts.model_bill_play import (
     converse_digest,
     play,
 )
+from worker.caching.anchor import AnchorHeadroom, WindowAnchor
+from worker.caching.bill_model import CacheRules, PromptCache, price_turn
 from worker.memory import (
     FoldLimits,
     Window,
@@ -73,14 +75,12 @@ from worker.memory import (
     fold_gap,
     render_converse,
 )
-from worker.memory.cache_aligned import AnchorHeadroom, WindowAnchor
 from worker.memory.converse import (
     ConverseView,
     cache_point_prefixes,
     previous_history_end,
     with_cache_ttls,
 )
-from worker.memory.prompt_cache import CacheRules, PromptCache, price_turn
 from worker.settings import Settings
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

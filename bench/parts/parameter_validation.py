@@ -1,6 +1,6 @@
 """What botocore's client-side parameter validation costs the worker, per call and per command.
 
-``parameter_validation`` (``worker.cli.runtime.aws_clients``) decides one thing: whether
+``parameter_validation`` (``worker.app.runtime.aws_clients``) decides one thing: whether
 botocore wraps a client's serializer in ``ParamValidationDecorator``, which walks each
 request against the service model before serializing it (``botocore.serialize.
 create_serializer``, as aiobotocore's client factory calls it). So the cost is measured

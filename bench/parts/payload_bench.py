@@ -10,7 +10,7 @@ import json
 import time
 
 from bench.servers.harness import bootstrap, clients, local_aws, settings_for, worker_running
-from worker.cli.bootstrap import Resources
+from worker.app.resources import Resources
 from worker.delivery.pointers import pointer_body
 
 SIZES = {"100 KB (inline)": 100_000, "1 MB (via S3)": 1_000_000}

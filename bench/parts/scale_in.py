@@ -25,8 +25,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from bench.servers.servers import Servers, local_servers
-from worker.cli.bootstrap import Resources, create_resources
-from worker.cli.runtime import aws_clients
+from worker.app.resources import Resources, create_resources
+from worker.app.runtime import aws_clients
 
 WORKER = [sys.executable, "-m", "worker.cli", "run"]
 

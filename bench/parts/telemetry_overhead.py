@@ -237,7 +237,7 @@ def path_cost(turns: int = 5_000, repeats: int = 5) -> dict[str, float]:
 async def _standalone(quick: bool) -> dict[str, Any]:
     workdir = REPO_ROOT / ".bench" / "telemetry"
     workdir.mkdir(parents=True, exist_ok=True)
-    from worker.cli.runtime import aws_clients
+    from worker.app.runtime import aws_clients
 
     with local_servers() as servers:
         os.environ.update(servers.environ())

@@ -26,7 +26,8 @@ from worker.delivery.outcomes import Done
 from worker.memory import HistoryMessage, bound_history, render_converse
 from worker.ports import ReceivedMessage
 from worker.settings import Settings
-from worker.telemetry import turn as hooks
+from worker.telemetry import hooks as hooks
+from worker.telemetry.hooks import Telemetry
 from worker.telemetry.metrics import (
     NO_METRICS,
     QUEUE_DIMENSION,
@@ -35,7 +36,6 @@ from worker.telemetry.metrics import (
     MetricsBook,
 )
 from worker.telemetry.tracing import get_tracer, outbound_trace_header
-from worker.telemetry.turn import Telemetry
 from worker.turn.commands import ConverseCommand
 
 HEADER = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"

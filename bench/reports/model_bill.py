@@ -266,7 +266,7 @@ def section(doc: dict[str, Any], rel: str, *, heading: str = "##",
         f"{plays['cache-aligned']['commands_per_second']:.0f} turns/s.",
         "",
         "**What was priced.** Every payload's `converse` view, turn by turn, with the prompt-cache "
-        "model of `worker/memory/prompt_cache.py`: one cache per conversation; the request is "
+        "model of `worker/caching/bill_model.py`: one cache per conversation; the request is "
         "the model stage's own system prompt, then the view's `system`, then its `messages`. "
         "The stepped peer (`../shared/PROMPT-CACHE.md`: the window's start moves on a grid of "
         f"{settings['step']:,} tokens of history, then to the next question, never past the "

@@ -19,8 +19,8 @@ from bench.servers.servers import LocalDynamoDB
 from localaws.dynalite import running_dynalite
 from localaws.endpoints import REGION, aws_environ
 from localaws.moto import threaded_moto
-from worker.cli.bootstrap import Resources, create_resources
-from worker.cli.runtime import Clients, aws_clients, run_worker
+from worker.app.resources import Resources, create_resources
+from worker.app.runtime import Clients, aws_clients, run_worker
 from worker.settings import Settings
 
 

@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 from localaws.dynalite import start_dynalite
 from localaws.endpoints import REGION, aws_environ
 from localaws.moto import REPO_ROOT, quiet_werkzeug, running_moto, stop
-from worker.cli.bootstrap import history_table_definition
+from worker.app.resources import history_table_definition
 
 T = TypeVar("T")
 
@@ -119,7 +119,7 @@ def delayed(servers: Servers, round_trips: RoundTrips) -> Iterator[Servers]:
 def measured_on_local_servers(measure: Callable[[Any, Servers], Awaitable[T]]) -> T:
     """``measure(clients, servers)`` run once against fresh local servers (moto and
     dynalite), with this process's AWS variables pointed at them: a part's standalone run."""
-    from worker.cli.runtime import aws_clients
+    from worker.app.runtime import aws_clients
 
     async def run(servers: Servers) -> T:
         async with aws_clients(pool_size=64) as clients:
@@ -161,7 +161,7 @@ async def create_table(dynamodb: Any, name: str) -> None:
 async def create_bench_resources(clients: Any, prefix: str, table: str) -> dict[str, str]:
     """The contract's queues and bucket under ``prefix`` (``worker bootstrap``'s own code),
     pointed at the history table ``table``, which is created if it is not there yet."""
-    from worker.cli.bootstrap import Resources, create_resources
+    from worker.app.resources import Resources, create_resources
 
     resources = Resources(prefix=prefix)
     if table not in (await clients.dynamodb.list_tables())["TableNames"]:

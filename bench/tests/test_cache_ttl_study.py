@@ -15,9 +15,9 @@ from bench.parts.cache_ttl_study import (
     _ttls_for,
     conversation_turns,
 )
-from worker.memory.cache_ttl import ttl_order_is_legal
+from worker.caching.bill_model import PromptCache, price_turn
+from worker.caching.lifetimes import ttl_order_is_legal
 from worker.memory.converse import with_cache_ttls
-from worker.memory.prompt_cache import PromptCache, price_turn
 from worker.settings import Settings
 
 

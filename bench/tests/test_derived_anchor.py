@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from bench.parts.derived_anchor import derive_anchor, derived_aligned_window
+from worker.caching.anchor import AnchorHeadroom, cache_aligned_window
 from worker.memory import HistoryMessage, WindowLimits, fold_gap
-from worker.memory.cache_aligned import AnchorHeadroom, cache_aligned_window
 
 LIMITS = WindowLimits(max_tokens=4000, max_messages=25, floor_messages=10, message_max_tokens=1000)
 HEADROOM = AnchorHeadroom(tokens=1000, messages=6)

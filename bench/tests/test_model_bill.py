@@ -7,9 +7,9 @@ import pytest
 
 from bench.parts.cache_bill import ViewCodec
 from bench.parts.model_bill import TurnView, price
+from worker.caching.bill_model import CacheRules
 from worker.memory import HistoryMessage, Window, render_converse
 from worker.memory.converse import previous_history_end
-from worker.memory.prompt_cache import CacheRules
 
 RULES = CacheRules(min_prefix_tokens=1024, ttl="5m")
 

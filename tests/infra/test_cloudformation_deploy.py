@@ -11,7 +11,7 @@ import pytest
 
 from tests.infra.cfn_deploy import aws_client, backlog_scaling_policy, deploy_stack
 from tests.infra.cfn_deploy import register_backlog_scaling as register_scaling
-from worker.cli.bootstrap import CONVERSE_VISIBILITY_TIMEOUT, MAX_RECEIVE_COUNT, Resources
+from worker.app.resources import CONVERSE_VISIBILITY_TIMEOUT, MAX_RECEIVE_COUNT, Resources
 
 pytestmark = pytest.mark.integration
 

@@ -18,7 +18,7 @@ from tests.infra.cfn_yaml import (
     reference_name,
 )
 from tests.infra.stopping import kill_after_seconds
-from worker.cli.bootstrap import (
+from worker.app.resources import (
     CONVERSE_VISIBILITY_TIMEOUT,
     MAX_RECEIVE_COUNT,
     RETENTION_SECONDS,

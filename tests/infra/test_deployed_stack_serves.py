@@ -10,7 +10,7 @@ import pytest
 
 from tests.infra.cfn_deploy import deploy_stack
 from tests.integration.conftest import Stack, body_of, exchanges, running_worker
-from worker.cli.runtime import aws_clients
+from worker.app.runtime import aws_clients
 
 pytestmark = pytest.mark.integration
 

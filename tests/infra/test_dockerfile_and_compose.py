@@ -15,7 +15,7 @@ import yaml
 
 from tests.infra.cfn_yaml import REPO_ROOT
 from tests.infra.stopping import kill_after_seconds
-from worker.cli.bootstrap import Resources
+from worker.app.resources import Resources
 
 DOCKERFILE = REPO_ROOT / "Dockerfile"
 DOCKERIGNORE = REPO_ROOT / ".dockerignore"

@@ -15,8 +15,8 @@ import boto3
 import pytest
 import yaml
 
-from worker.cli.bootstrap import Resources, create_resources
-from worker.cli.runtime import aws_clients
+from worker.app.resources import Resources, create_resources
+from worker.app.runtime import aws_clients
 
 pytestmark = pytest.mark.integration
 

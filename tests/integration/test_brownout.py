@@ -29,7 +29,7 @@ import pytest
 
 from localaws.fault_proxy import Fault, FaultProxy
 from tests.integration.conftest import Stack, body_of, exchanges, running_worker
-from worker.cli.bootstrap import Resources
+from worker.app.resources import Resources
 from worker.delivery.pointers import POINTER_CLASS
 from worker.telemetry.probe import check
 

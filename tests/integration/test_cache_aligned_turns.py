@@ -39,13 +39,13 @@ from typing import Any
 
 import pytest
 
-import worker.cli.runtime as runtime
+import worker.app.runtime as runtime
 from tests.conftest import captured_logs
 from tests.integration.conftest import Stack, running_worker
 from worker.adapters.dynamodb import STATE_KEY, message_key, rfc3339, window_anchor
+from worker.caching.anchor import WindowAnchor
+from worker.caching.bill_model import CacheRules, PromptCache, price_turn
 from worker.memory import HistoryMessage, bound_history, estimate_tokens
-from worker.memory.cache_aligned import WindowAnchor
-from worker.memory.prompt_cache import CacheRules, PromptCache, price_turn
 from worker.settings import Settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

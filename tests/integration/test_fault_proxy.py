@@ -18,10 +18,10 @@ from botocore.exceptions import ClientError
 
 from localaws.fault_proxy import Fault, FaultProxy, threaded_fault_proxy
 from tests.integration.conftest import Stack
-from worker.adapters.errors import aws_call
+from worker.adapters.client_errors import aws_call
 from worker.adapters.sqs import SqsQueue
-from worker.cli.runtime import RETRIES as RETRIES_OF_THE_WORKER
-from worker.cli.runtime import aws_clients
+from worker.app.runtime import RETRIES as RETRIES_OF_THE_WORKER
+from worker.app.runtime import aws_clients
 from worker.errors import StoreUnavailable
 
 pytestmark = pytest.mark.integration

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import pytest
@@ -10,7 +11,8 @@ from tests.conftest import captured_logs
 from tests.integration.conftest import Stack, body_of, exchanges, running_worker
 from worker.adapters.dynamodb import DynamoHistoryStore
 from worker.memory import bound_history
-from worker.turn.history import read_turn_window
+from worker.planning import plan_turn
+from worker.turn.reading import read_turn
 
 pytestmark = pytest.mark.integration
 
@@ -67,8 +69,11 @@ async def test_a_run_of_answers_longer_than_the_page_reads_one_page_more(stack: 
     queries = {}
     for conversation_id in ("matter-run", "matter-pairs"):
         counting = CountingDynamoDB(stack.clients.dynamodb)
-        await read_turn_window(
-            DynamoHistoryStore(counting, settings.history_table), conversation_id, settings
+        await read_turn(
+            DynamoHistoryStore(counting, settings.history_table),
+            conversation_id,
+            page_size=settings.history_page_size,
+            plan=partial(plan_turn, message="next", sent_at=None, config=settings.plan_config),
         )
         queries[conversation_id] = counting.queries
     assert queries == {"matter-run": 2, "matter-pairs": 1}

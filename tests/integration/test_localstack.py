@@ -39,9 +39,9 @@ from tests.integration.conftest import (
 )
 from tests.integration.test_dlq import depth, run_cli
 from worker.adapters.sqs import OutboundMessage, SqsQueue
+from worker.app.resources import Resources, create_resources
+from worker.app.runtime import aws_clients
 from worker.cli import dlq
-from worker.cli.bootstrap import Resources, create_resources
-from worker.cli.runtime import aws_clients
 from worker.delivery.pointers import SIZE_ATTRIBUTE, pointer_body
 from worker.errors import StoreUnavailable
 from worker.ports import DeleteFailure, ReceivedMessage

@@ -12,7 +12,7 @@ import pytest
 from tests.conftest import captured_logs
 from tests.converse_rules import assert_model_ready
 from tests.integration.conftest import Stack, body_of, running_worker
-from worker.cli.bootstrap import Resources
+from worker.app.resources import Resources
 from worker.delivery.pointers import POINTER_CLASS, SIZE_ATTRIBUTE, message_size
 from worker.memory import FoldState, bound_history, render_converse
 from worker.settings import Settings

@@ -19,8 +19,8 @@ import pytest
 from localaws.proxy import TcpProxy
 from tests.integration.conftest import Stack, body_of, exchanges, running_worker
 from worker.adapters.sqs import received_message
-from worker.cli.bootstrap import Resources
-from worker.cli.runtime import build_stage
+from worker.app.resources import Resources
+from worker.app.runtime import build_stage
 
 pytestmark = pytest.mark.integration
 

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from tests.integration.conftest import PollsByQueue, Stack, body_of
-from worker.cli.bootstrap import CONVERSE_VISIBILITY_TIMEOUT
-from worker.cli.runtime import queue_name
+from worker.app.resources import CONVERSE_VISIBILITY_TIMEOUT
+from worker.app.runtime import queue_name
 
 pytestmark = pytest.mark.integration
 

@@ -10,8 +10,8 @@ import pytest
 
 from tests.integration.conftest import Stack, exchanges
 from worker.adapters.dynamodb import STATE_KEY, DynamoHistoryStore
+from worker.caching.anchor import SummarySnapshot, WindowAnchor
 from worker.memory import CompactionPlan, FoldState
-from worker.memory.cache_aligned import SummarySnapshot, WindowAnchor
 
 pytestmark = pytest.mark.integration
 

@@ -10,8 +10,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Unpack
 
 from tests.conftest import settings as placeholder_settings
+from worker.caching.anchor import WindowAnchor
 from worker.memory import CompactionPlan, FoldState, HistoryMessage, Role
-from worker.memory.cache_aligned import WindowAnchor
 from worker.ports import CommandLedger, HistoryPage, MessageSender, SendOptions
 from worker.settings import Settings
 from worker.turn.stage import ConverseStage, History

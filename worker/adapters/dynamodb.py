@@ -11,10 +11,10 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, TypeAlias
 
-from worker.adapters.errors import aws_call
+from worker.adapters.client_errors import aws_call
+from worker.caching.anchor import SummarySnapshot, WindowAnchor
 from worker.memory import CompactionPlan, FoldState, HistoryMessage
-from worker.memory.cache_aligned import SummarySnapshot, WindowAnchor
-from worker.memory.window import Role
+from worker.memory.history_window import Role
 from worker.ports import HistoryPage
 
 if TYPE_CHECKING:  # the stubs are a dev dependency: nothing of them runs

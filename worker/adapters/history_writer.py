@@ -16,8 +16,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from worker.adapters.client_errors import aws_call
 from worker.adapters.dynamodb import STATE_KEY, message_key, rfc3339
-from worker.adapters.errors import aws_call
 from worker.errors import StoreUnavailable
 from worker.timing import Backoff
 

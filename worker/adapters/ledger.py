@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
+from worker.adapters.client_errors import aws_call
 from worker.adapters.dynamodb import rfc3339
-from worker.adapters.errors import aws_call
 from worker.delivery.done_marks import MAX_WRITE_BATCH, DoneMark
 from worker.errors import RetryableError, StoreUnavailable
 from worker.ports import CommandClaim

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from worker.adapters.errors import aws_call
+from worker.adapters.client_errors import aws_call
 
 if TYPE_CHECKING:  # the stubs are a dev dependency: nothing of them runs
     from types_aiobotocore_dynamodb import DynamoDBClient

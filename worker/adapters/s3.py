@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from botocore.exceptions import ClientError
 
-from worker.adapters.errors import aws_call, error_code, http_status
+from worker.adapters.client_errors import aws_call, error_code, http_status
 from worker.errors import ObjectAccessDenied, ObjectMissing, ObjectTooLarge
 
 if TYPE_CHECKING:  # the stubs are a dev dependency: nothing of them runs

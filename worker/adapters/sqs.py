@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Unpack
 
-from worker.adapters.errors import aws_call, failure_kind
+from worker.adapters.client_errors import aws_call, failure_kind
 from worker.delivery.batching import Batcher
 from worker.delivery.pointers import message_size
 from worker.errors import ConfigError, StoreUnavailable

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from botocore.exceptions import ClientError
 
-from worker.adapters.errors import aws_call, error_code, http_status
+from worker.adapters.client_errors import aws_call, error_code, http_status
 
 if TYPE_CHECKING:  # the stubs are a dev dependency: nothing of them runs
     from types_aiobotocore_sqs import SQSClient

@@ -3,8 +3,8 @@ resources), ``worker demo``, ``worker health``, ``worker send``, ``worker dlq`` 
 ``worker window``.
 
 Owns: the command line (this module), the wiring of one worker process
-(:mod:`~worker.cli.runtime`, :mod:`~worker.cli.batched_turns`), the operator's and the DLQ
-commands, the demo and its console, and the contract's resources (:mod:`~worker.cli.bootstrap`).
+(:mod:`~worker.app.runtime`, :mod:`~worker.app.batched_turns`), the operator's and the DLQ
+commands, the demo and its console, and the contract's resources (:mod:`~worker.app.resources`).
 
 May import anything in :mod:`worker`; nothing in :mod:`worker` imports it (checked by
 import-linter). Subcommands import what they need when they run, so ``worker health`` stays
@@ -25,7 +25,7 @@ from worker.cli.arguments import MAX_RATE, MIN_RATE, positive_count, redrive_rat
 from worker.errors import ConfigError, StoreUnavailable
 
 if TYPE_CHECKING:
-    from worker.cli.bootstrap import Resources
+    from worker.app.resources import Resources
 
 EXIT_CONFIG = 2
 EXIT_USAGE = 2  # as argparse exits on a bad argument
@@ -92,7 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         import asyncio  # here: the probe above should not pay for it
 
         if args.command == "bootstrap":
-            from worker.cli.bootstrap import Resources
+            from worker.app.resources import Resources
 
             resources = Resources(prefix=args.prefix, fifo_model_queue=args.fifo_model_queue)
             for name, value in asyncio.run(_bootstrap(resources)).items():
@@ -145,7 +145,7 @@ def _run() -> int:
             loop.add_signal_handler(signum, stopping.set)
         if stop_requested:
             stopping.set()
-        from worker.cli.runtime import run_worker
+        from worker.app.runtime import run_worker
 
         await run_worker(settings, stopping)
 
@@ -166,8 +166,8 @@ def _health(path: str | None) -> int:
 
 
 async def _bootstrap(resources: Resources) -> dict[str, str]:
-    from worker.cli.bootstrap import create_resources
-    from worker.cli.runtime import aws_clients
+    from worker.app.resources import create_resources
+    from worker.app.runtime import aws_clients
 
     region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
     async with aws_clients() as clients:

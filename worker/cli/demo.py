@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from worker.adapters.history_writer import message_item, state_item, write_items
-from worker.cli.bootstrap import Resources, create_resources
+from worker.app.resources import Resources, create_resources
 from worker.cli.demo_console import show, show_prompt
 from worker.logs import configure_logging
 from worker.settings import load_settings
@@ -159,7 +159,7 @@ def run_demo(*, once: bool = False) -> int:
 
 
 async def _demo(*, once: bool) -> int:
-    from worker.cli.runtime import aws_clients, run_worker
+    from worker.app.runtime import aws_clients, run_worker
 
     async with aws_clients() as clients:
         env = await create_resources(

@@ -18,8 +18,8 @@ from typing import TextIO
 
 from worker.adapters.sqs import SqsQueue
 from worker.adapters.sqs_admin import QueueAdmin
+from worker.app.runtime import aws_clients
 from worker.cli import dlq
-from worker.cli.runtime import aws_clients
 from worker.errors import ConfigError
 
 

@@ -1,4 +1,4 @@
-"""``worker window``: the command line of :mod:`worker.cli.next_turn` (what the next turn
+"""``worker window``: the command line of :mod:`worker.cli.window_report` (what the next turn
 would send for a stored conversation). Its work is imported when it runs, so building the
 parser costs ``worker health`` nothing."""
 
@@ -45,9 +45,9 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 async def run_window(args: argparse.Namespace) -> int:
     from worker.adapters.dynamodb import DynamoHistoryStore
-    from worker.cli.next_turn import describe_next_turn
-    from worker.cli.runtime import aws_clients
-    from worker.memory.prompt_cache import CacheRules
+    from worker.app.runtime import aws_clients
+    from worker.caching.bill_model import CacheRules
+    from worker.cli.window_report import describe_next_turn
     from worker.settings import load_settings
 
     overrides = {"history_window_mode": args.mode} if args.mode else {}

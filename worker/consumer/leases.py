@@ -13,8 +13,8 @@ import asyncio
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from worker.consumer.pacing import ConsumerPolicy
 from worker.delivery.batching import MAX_BATCH
-from worker.delivery.policy import ConsumerPolicy
 from worker.logs import get_logger, log_failure
 from worker.ports import DeleteFailure, MessageSource, ReceivedMessage
 from worker.timing import Clock, sleep_unless

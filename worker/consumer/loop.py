@@ -31,20 +31,20 @@ from structlog.contextvars import bound_contextvars
 
 from worker.consumer.leases import Leases
 from worker.consumer.outages import Outages, Probe
-from worker.consumer.settling import Outcomes
-from worker.delivery.batching import MAX_BATCH
-from worker.delivery.outcomes import Done, Outcome, Retry
-from worker.delivery.policy import (
+from worker.consumer.pacing import (
     FAILURE_PAUSE,
     RECEIVE_BACKOFF,
     RECEIVE_RETURN_MARGIN_SECONDS,
     ConsumerPolicy,
 )
+from worker.consumer.settling import Outcomes
+from worker.delivery.batching import MAX_BATCH
+from worker.delivery.outcomes import Done, Outcome, Retry
 from worker.logs import get_logger, log_failure
 from worker.ports import MessageSender, MessageSource, ReceivedMessage
-from worker.telemetry.health import Liveness
+from worker.telemetry.hooks import Telemetry
+from worker.telemetry.liveness import Liveness
 from worker.telemetry.probe import LEASE_HEARTBEAT, RECEIVE_LOOP
-from worker.telemetry.turn import Telemetry
 from worker.timing import (
     Clock,
     Jitter,

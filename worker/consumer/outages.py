@@ -1,6 +1,6 @@
 """Outages: the consumer's side of a dependency every turn needs failing for everyone.
 
-One :class:`~worker.delivery.breaker.Breaker` per dependency (DynamoDB, the model queue's
+One :class:`~worker.consumer.breaker.Breaker` per dependency (DynamoDB, the model queue's
 sends), judged from the turns' outcomes (:meth:`Outages.judge`). While one is failing:
 
 - the receive loop receives nothing (a message not received keeps its receive count) and
@@ -26,7 +26,7 @@ import contextlib
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 
-from worker.delivery.breaker import Breaker
+from worker.consumer.breaker import Breaker
 from worker.delivery.outcomes import Done, Outcome, Retry
 from worker.logs import get_logger
 from worker.timing import Clock, Jitter, first_done

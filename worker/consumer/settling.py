@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from worker.consumer.leases import Leases, log_refused
+from worker.consumer.pacing import DELETE_LINGER_SECONDS, ConsumerPolicy
 from worker.delivery.batching import Batcher
 from worker.delivery.outcomes import Done, Outcome, Rejected, Retry
-from worker.delivery.policy import DELETE_LINGER_SECONDS, ConsumerPolicy
 from worker.logs import get_logger, log_failure
 from worker.ports import MessageSender, MessageSource, ReceivedMessage
 from worker.timing import Clock, Jitter

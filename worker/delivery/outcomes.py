@@ -32,7 +32,7 @@ class Retry:
     ``delay`` is how long it should stay invisible (None: back off by receive count);
     ``failure`` says whether a dependency failed (the consumer then slows its polling);
     ``service`` and ``kind``, which AWS service failed and how, when known (the consumer
-    judges each dependency's health from them, :mod:`worker.delivery.breaker`).
+    judges each dependency's health from them, :mod:`worker.consumer.breaker`).
     """
 
     error: str

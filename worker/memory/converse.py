@@ -32,11 +32,12 @@ import itertools
 from dataclasses import dataclass
 from typing import Literal, NotRequired, TypedDict
 
-from worker.memory.prompt_cache import CacheTtl
+from worker.memory.history_window import Role, Window
 from worker.memory.tokens import estimate_tokens
-from worker.memory.window import Role, Window
 
 LeftOutReason = Literal["blank", "leading_answer"]
+#: A cache point's lifetime, as Converse's ``cachePoint.ttl`` spells it.
+CacheTtl = Literal["5m", "1h"]
 
 
 class TextBlock(TypedDict):

@@ -11,7 +11,7 @@ as soon as the messages after the pending ``through`` reach the trigger themselv
 a slow compactor does not hold the tail back: the unfolded tail stays near one
 compactor lag instead of two. Every request's ``through`` is above every earlier one's,
 so no two requests cover the same stretch; a pending request older than the retry
-period is sent again. Pure: the enqueuer (:mod:`worker.memory.compaction`) claims and
+period is sent again. Pure: the enqueuer (:mod:`worker.turn.folding`) claims and
 sends.
 """
 
@@ -21,8 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from worker.memory.history_window import HistoryMessage, Window
 from worker.memory.tokens import estimate_tokens
-from worker.memory.window import HistoryMessage, Window
 
 
 @dataclass(frozen=True, slots=True)

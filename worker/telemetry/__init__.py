@@ -2,8 +2,8 @@
 turn's telemetry (one span, ``trace_id`` on every log line, the turn's counters).
 
 Owns: :mod:`~worker.telemetry.metrics` (EMF), :mod:`~worker.telemetry.tracing` (the X-Ray
-propagator), :mod:`~worker.telemetry.health` and :mod:`~worker.telemetry.probe` (the liveness
-file and ``worker health``), :mod:`~worker.telemetry.turn` (the hooks the turn reports into).
+propagator), :mod:`~worker.telemetry.liveness` and :mod:`~worker.telemetry.probe` (the liveness
+file and ``worker health``), :mod:`~worker.telemetry.hooks` (the hooks the turn reports into).
 
 May import: :mod:`worker.delivery` (it counts outcomes) and the foundation modules
 (errors, ports, logs, timing, memory). Never the turn, the consumer, the adapters or the

@@ -1,4 +1,4 @@
-"""``worker health``: the liveness probe's side of :mod:`worker.telemetry.health`. It reads
+"""``worker health``: the liveness probe's side of :mod:`worker.telemetry.liveness`. It reads
 the health file a running worker rewrites every few seconds and judges it, importing nothing heavy:
 ECS and Kubernetes start it every 30 s beside the worker, on the worker's CPU.
 """
@@ -14,7 +14,7 @@ from typing import Any
 RECEIVE_LOOP = "receive_loop"
 LEASE_HEARTBEAT = "lease_heartbeat"
 LOOPS = (RECEIVE_LOOP, LEASE_HEARTBEAT)
-DEFAULT_HEALTH_FILE = str(Path(tempfile.gettempdir()) / "mira-converse-worker.telemetry.health")
+DEFAULT_HEALTH_FILE = str(Path(tempfile.gettempdir()) / "mira-converse-worker.telemetry.liveness")
 
 
 def problems(record: Mapping[str, Any], now: float) -> list[str]:

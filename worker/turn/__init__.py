@@ -2,7 +2,7 @@
 fold request.
 
 Owns: :mod:`~worker.turn.stage` (the turn), :mod:`~worker.turn.commands` (the contract's wire
-formats), :mod:`~worker.turn.history` (the turn's I/O around the memory core and its log
+formats), :mod:`~worker.turn.reading` (the turn's I/O around the memory core and its log
 lines), :mod:`~worker.turn.anchoring` (storing the cache-aligned window's anchor),
 :mod:`~worker.turn.payloads` (bodies of any size through S3).
 

@@ -15,11 +15,10 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from worker.caching.anchor import WindowAnchor
 from worker.logs import get_logger, log_failure
 from worker.memory import CompactionPlan, FoldState
-from worker.memory.cache_aligned import WindowAnchor
-from worker.memory.compaction import FoldClaims
-from worker.ports import WindowAnchors
+from worker.ports import FoldClaims, WindowAnchors
 
 log = get_logger()
 

@@ -27,7 +27,7 @@ from worker.errors import (
 )
 from worker.logs import get_logger
 from worker.ports import MessageSender, ObjectStore, ReceivedMessage, SendOptions
-from worker.telemetry import turn as telemetry
+from worker.telemetry import hooks as telemetry
 
 log = get_logger()
 

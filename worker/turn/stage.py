@@ -22,12 +22,11 @@ from typing import Protocol
 
 from structlog.contextvars import bound_contextvars
 
+from worker.caching.anchor import WindowAnchor
 from worker.delivery.outcomes import Done, Outcome, Rejected, Retry, retry_for
 from worker.errors import RejectedCommand, RetryableError
 from worker.logs import get_logger
-from worker.memory import fold_gap
-from worker.memory.cache_aligned import WindowAnchor
-from worker.memory.compaction import maybe_enqueue_compaction
+from worker.planning import plan_turn
 from worker.ports import (
     CommandLedger,
     FoldClaims,
@@ -39,11 +38,13 @@ from worker.ports import (
     WindowAnchors,
 )
 from worker.settings import Settings
-from worker.telemetry import turn as telemetry
+from worker.telemetry import hooks as telemetry
 from worker.turn.anchoring import AnchorRidingClaims, store_anchor
 from worker.turn.commands import ConverseCommand, encode_body, parse_command, prompt_payload
-from worker.turn.history import fold_request_sender, log_anchor, log_memory, read_turn_window
+from worker.turn.events import log_plan
+from worker.turn.folding import fold_request_sender, maybe_enqueue_compaction
 from worker.turn.payloads import resolve_body
+from worker.turn.reading import read_turn
 
 log = get_logger()
 
@@ -193,21 +194,26 @@ class ConverseStage:
         return lost
 
     async def forward(self, command: ConverseCommand) -> Forwarded:
-        """Load the history (one page but in rare cases), bound it, send the prompt payload;
-        returns the page read and the window's anchor to store."""
-        read = await read_turn_window(self._history, command.conversation_id, self._settings)
-        page, window = read.page, read.window
-        gap = fold_gap(window, page.state.folded_through)
+        """Read the history (one page but in rare cases), plan the turn, log the plan, send
+        the prompt payload; returns the page read and the anchor to store."""
         # The pace is read from the command's sent_at; the receive time only without one.
         sent_at = command.sent_time or self._clock()
-        view, ttls = read.cached_view(command.message, sent_at=sent_at)
-        log_memory(page, window, gap, view, aligned=read.aligned)
-        if read.aligned is not None:
-            log_anchor(read, ttls)
-            telemetry.window_anchored(read.aligned.outcome, read.aligned.reason)
-            if ttls is not None:
-                telemetry.ttls_chosen(ttls.counts)
-        body = encode_body(prompt_payload(command, window, page.state, view, shown=read.memory))
+        settings = self._settings
+        config = settings.plan_config
+        plan = await read_turn(
+            self._history,
+            command.conversation_id,
+            page_size=settings.history_page_size,
+            plan=lambda page: plan_turn(page, command.message, sent_at=sent_at, config=config),
+        )
+        log_plan(plan)
+        if plan.aligned is not None:
+            telemetry.window_anchored(plan.aligned.outcome, plan.aligned.reason)
+        if plan.ttls is not None:
+            telemetry.ttls_chosen(plan.ttls.counts)
+        window = plan.window
+        shown = (plan.summary, plan.folded_through)
+        body = encode_body(prompt_payload(command, window, plan.page.state, plan.view, shown=shown))
         await self._model_queue.send(
             body, group_id=command.conversation_id, deduplication_id=command.command_id
         )
@@ -217,8 +223,8 @@ class ConverseStage:
             estimated_tokens=window.estimated_tokens,
             body_bytes=len(body.encode("utf-8", "surrogatepass")),
         )
-        telemetry.prompt_forwarded(command, window, view, gap)
-        return Forwarded(page, read.anchor_to_write)
+        telemetry.prompt_forwarded(command, window, plan.view, plan.gap)
+        return Forwarded(plan.page, plan.anchor_to_write)
 
     async def request_fold(
         self, command: ConverseCommand, page: HistoryPage, *, anchor: WindowAnchor | None = None

@@ -36,9 +36,9 @@ from worker.adapters.sqs import (
     send_request,
     visibility_entries,
 )
+from worker.caching.anchor import WindowAnchor
 from worker.delivery.done_marks import DoneMark
 from worker.memory import FoldState
-from worker.memory.cache_aligned import WindowAnchor
 
 TABLE = "mira-history"
 QUEUE = "https://sqs.eu-west-1.amazonaws.com/123456789012/mira-model"

@@ -14,8 +14,8 @@ import pytest
 from tests.conftest import captured_logs, settings
 from tests.unit.clock import FakeClock
 from worker.consumer.loop import Consumer
+from worker.consumer.pacing import ConsumerPolicy
 from worker.delivery.outcomes import Done, Outcome, Rejected, Retry
-from worker.delivery.policy import ConsumerPolicy
 from worker.errors import StoreUnavailable
 from worker.ports import DeleteFailure, ReceivedMessage, SendOptions
 

@@ -18,9 +18,9 @@ from worker.delivery.outcomes import Done, Outcome, Retry
 from worker.errors import StoreUnavailable
 from worker.ports import ReceivedMessage
 from worker.telemetry import metrics as m
-from worker.telemetry.health import Liveness
+from worker.telemetry.hooks import Telemetry
+from worker.telemetry.liveness import Liveness
 from worker.telemetry.metrics import MetricsBook
-from worker.telemetry.turn import Telemetry
 
 THROTTLED = Retry(
     "dynamodb.UpdateItem failed: ProvisionedThroughputExceededException (HTTP 400)",

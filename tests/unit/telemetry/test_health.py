@@ -15,7 +15,7 @@ import pytest
 from tests.unit.clock import FakeClock
 from tests.unit.consumer.test_consumer import Run, messages, policy
 from worker.delivery.outcomes import Done
-from worker.telemetry.health import HealthFile, Liveness
+from worker.telemetry.liveness import HealthFile, Liveness
 from worker.telemetry.probe import LEASE_HEARTBEAT, RECEIVE_LOOP, check, problems
 
 BOUND = 30.0

@@ -23,11 +23,11 @@ from worker.memory import (
     bound_history,
 )
 from worker.ports import ReceivedMessage
+from worker.telemetry import hooks as telemetry
 from worker.telemetry import metrics as m
-from worker.telemetry import turn as telemetry
+from worker.telemetry.hooks import Telemetry, rejection_kind
 from worker.telemetry.metrics import MetricsBook
 from worker.telemetry.tracing import get_tracer, outbound_trace_header
-from worker.telemetry.turn import Telemetry, rejection_kind
 from worker.turn.commands import ConverseCommand
 
 ROOT = "1-5759e988-bd862e3fe1be46a994272793"

@@ -14,14 +14,14 @@ from tests.conftest import settings as make_settings
 from tests.unit.clock import FakeClock
 from tests.unit.fakes import HistoryTable, MemoryQueue, memory_stage
 from tests.unit.turn.test_turn_memory import COMMAND, NoLedger, replace_command
+from worker.caching.anchor import SNAPSHOT_MAX_BYTES, WindowAnchor
 from worker.delivery.outcomes import Done
 from worker.errors import StoreUnavailable
 from worker.memory import HistoryMessage
-from worker.memory.cache_aligned import SNAPSHOT_MAX_BYTES, WindowAnchor
 from worker.ports import ReceivedMessage
 from worker.telemetry import metrics as m
+from worker.telemetry.hooks import Telemetry
 from worker.telemetry.metrics import MetricsBook
-from worker.telemetry.turn import Telemetry
 from worker.turn.stage import ConverseStage
 
 ALIGNED = make_settings(history_window_mode="cache-aligned")

@@ -16,10 +16,10 @@ from tests.conftest import captured_logs
 from tests.unit.fakes import NOW, HistoryTable, MemoryQueue, memory_stage
 from worker.errors import StoreUnavailable
 from worker.memory import CompactionPlan, FoldState
-from worker.memory.compaction import maybe_enqueue_compaction
 from worker.ports import CommandClaim
 from worker.settings import Settings
 from worker.turn.commands import ConverseCommand
+from worker.turn.folding import maybe_enqueue_compaction
 from worker.turn.stage import ConverseStage
 
 UNREACHABLE = StoreUnavailable("sqs.SendMessage: the endpoint did not answer")

@@ -40,9 +40,9 @@ from dataclasses import dataclass, field
 from itertools import chain
 from typing import Literal
 
+from worker.memory.history_window import HistoryMessage, Window, WindowLimits, bound_history
 from worker.memory.tokens import estimate_tokens
 from worker.memory.trim import trim_message
-from worker.memory.window import HistoryMessage, Window, WindowLimits, bound_history
 
 AnchorOutcome = Literal["kept", "reanchored", "fallback"]
 #: Why a window re-anchored: no anchor was given (``first_turn``), the fold mark moved

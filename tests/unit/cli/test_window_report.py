@@ -4,13 +4,15 @@ the anchor and the cache, that it only reads, and that content appears only when
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from functools import partial
 
 from tests.conftest import settings as make_settings
 from tests.unit.fakes import HistoryTable
-from worker.cli.next_turn import describe_next_turn
+from worker.caching.anchor import WindowAnchor
+from worker.cli.window_report import describe_next_turn
 from worker.memory import HistoryMessage
-from worker.memory.cache_aligned import WindowAnchor
-from worker.turn.history import read_turn_window
+from worker.planning import plan_turn
+from worker.turn.reading import read_turn
 
 ALIGNED = make_settings(history_window_mode="cache-aligned")
 SECRET = "PRIVILEGED settlement figure"
@@ -112,7 +114,12 @@ async def test_the_report_names_the_cache_lifetimes_the_next_turn_would_choose_a
     first = await describe_next_turn(table, "matter-1", ALIGNED, now=at)
     assert not any("would keep it" in line for line in first)
     # Store what the first turn would, then ask again: the anchor is kept.
-    read = await read_turn_window(table, "matter-1", ALIGNED)
+    read = await read_turn(
+        table,
+        "matter-1",
+        page_size=ALIGNED.history_page_size,
+        plan=partial(plan_turn, message="next", sent_at=None, config=ALIGNED.plan_config),
+    )
     table.anchor = read.aligned.anchor if read.aligned else None
     lines = await describe_next_turn(table, "matter-1", ALIGNED, now=at - timedelta(minutes=2))
     text = "\n".join(lines)

@@ -19,14 +19,15 @@ from worker.adapters.ledger import DynamoCommandLedger
 from worker.adapters.probes import TableProbe
 from worker.adapters.s3 import S3ObjectStore
 from worker.adapters.sqs import QueueDescription, SqsQueue
-from worker.cli.batched_turns import batched_turns
+from worker.app.batched_turns import batched_turns
 from worker.consumer.loop import Consumer
-from worker.delivery.policy import RECEIVE_BACKOFF
+from worker.consumer.pacing import RECEIVE_BACKOFF
 from worker.errors import ConfigError, StoreUnavailable
 from worker.logs import get_logger
 from worker.ports import CommandLedger, MessageSender
 from worker.settings import Settings
-from worker.telemetry.health import HealthFile, Liveness
+from worker.telemetry.hooks import Telemetry
+from worker.telemetry.liveness import HealthFile, Liveness
 from worker.telemetry.metrics import (
     LIVENESS_FAILURES,
     NO_METRICS,
@@ -38,7 +39,6 @@ from worker.telemetry.metrics import (
 )
 from worker.telemetry.probe import LOOPS
 from worker.telemetry.tracing import get_tracer
-from worker.telemetry.turn import Telemetry
 from worker.timing import LoopClock, sleep_unless
 from worker.turn.payloads import OffloadingSender
 from worker.turn.stage import ConverseStage

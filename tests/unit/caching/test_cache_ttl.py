@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from worker.memory.cache_ttl import (
+from worker.caching.lifetimes import (
     PACE_GAPS,
     Pace,
     PointShape,

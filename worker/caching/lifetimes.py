@@ -41,11 +41,10 @@ from datetime import datetime
 from itertools import pairwise, product
 from typing import Literal
 
-from worker.memory.converse import ConverseView, cache_point_prefixes
-from worker.memory.prompt_cache import CacheTtl
+from worker.memory.converse import CacheTtl, ConverseView, cache_point_prefixes
+from worker.memory.history_window import Window, WindowLimits
 from worker.memory.tokens import estimate_tokens
 from worker.memory.trim import trim_message
-from worker.memory.window import Window, WindowLimits
 
 HistoryCacheTtl = Literal["adaptive", "5m", "1h"]
 #: A point's choice: a TTL, or no point at all.

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from worker.memory.prompt_cache import CacheRules, PromptCache, TurnCost, price_turn
+from worker.caching.bill_model import CacheRules, PromptCache, TurnCost, price_turn
 
 POINT: dict[str, Any] = {"cachePoint": {"type": "default"}}
 

@@ -13,6 +13,13 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from tests.converse_rules import converse_errors
+from worker.caching.anchor import (
+    AlignedWindow,
+    AnchorHeadroom,
+    WindowAnchor,
+    cache_aligned_window,
+)
+from worker.caching.bill_model import CacheRules, PromptCache, price_turn
 from worker.memory import (
     FoldLimits,
     FoldState,
@@ -23,14 +30,7 @@ from worker.memory import (
     plan_compaction,
     render_converse,
 )
-from worker.memory.cache_aligned import (
-    AlignedWindow,
-    AnchorHeadroom,
-    WindowAnchor,
-    cache_aligned_window,
-)
 from worker.memory.converse import ConverseView, previous_history_end
-from worker.memory.prompt_cache import CacheRules, PromptCache, price_turn
 
 LIMITS = WindowLimits(max_tokens=4000, max_messages=25, floor_messages=10, message_max_tokens=1000)
 FOLD = FoldLimits(fold_min_tokens=2000, window_max_messages=25, retry_after=timedelta(minutes=5))

@@ -9,13 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from worker.memory import HistoryMessage, WindowLimits, render_converse
-from worker.memory.cache_aligned import (
+from worker.caching.anchor import (
     AnchorHeadroom,
     SummarySnapshot,
     WindowAnchor,
     cache_aligned_window,
 )
+from worker.memory import HistoryMessage, WindowLimits, render_converse
 from worker.memory.converse import cache_point_prefixes, previous_history_end, with_cache_ttls
 
 LIMITS = WindowLimits(max_tokens=4000, max_messages=25, floor_messages=10, message_max_tokens=1000)

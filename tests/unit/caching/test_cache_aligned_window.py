@@ -10,6 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.unit.strategies import histories, message_contents, window_limits
+from worker.caching.anchor import (
+    AlignedWindow,
+    AnchorHeadroom,
+    WindowAnchor,
+    cache_aligned_window,
+)
 from worker.memory import (
     HistoryMessage,
     Window,
@@ -18,12 +24,6 @@ from worker.memory import (
     estimate_tokens,
     fold_gap,
     trim_message,
-)
-from worker.memory.cache_aligned import (
-    AlignedWindow,
-    AnchorHeadroom,
-    WindowAnchor,
-    cache_aligned_window,
 )
 
 LIMITS = WindowLimits(max_tokens=4000, max_messages=25, floor_messages=10, message_max_tokens=1000)

@@ -1,4 +1,4 @@
-"""The compaction enqueuer: the fold's half of the turn, beside the window it complements.
+"""The compaction enqueuer: the fold's half of the turn, its claim, send and release.
 
 It plans with the pure trigger (:func:`plan_compaction`), claims the request on the
 conversation's ``state`` item, then sends it. The claim is conditional on the request
@@ -7,45 +7,19 @@ request is due lives only in :mod:`worker.memory.fold`, and two workers that pla
 from the same state never both send. A send that fails puts the mark back, so the next
 turn asks again instead of waiting out the retry period.
 
-The body is not built here: ``send`` is given by the caller (the stage knows the wire
-format), which keeps this package free of imports from the layers above it.
+:func:`fold_request_sender` is how the stage sends: the contract's compaction request, with a
+deduplication id that names the claim.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
-from typing import Protocol
 
-from worker.memory.cache_aligned import WindowAnchor
 from worker.memory.fold import CompactionPlan, FoldLimits, FoldState, plan_compaction
-from worker.memory.window import HistoryMessage
-
-
-class FoldClaims(Protocol):
-    """The request mark on a conversation's ``state`` item, written conditionally."""
-
-    async def claim_compaction(
-        self,
-        conversation_id: str,
-        plan: CompactionPlan,
-        *,
-        seen: FoldState,
-        now: datetime,
-        anchor: WindowAnchor | None = None,
-    ) -> bool:
-        """Record ``plan`` as the newest request, stamped ``now``, if the request mark is
-        still the one ``seen`` holds; True if this caller won the claim. With ``anchor``,
-        the same write also stores the cache-aligned window's anchor (one write, not two,
-        when a turn both claims and re-anchors); a lost claim stores nothing."""
-        ...
-
-    async def release_compaction(
-        self, conversation_id: str, plan: CompactionPlan, *, seen: FoldState, claimed_at: datetime
-    ) -> None:
-        """Put back the mark ``seen`` held, if the mark is still this caller's claim of
-        ``plan`` at ``claimed_at`` (its request could not be sent)."""
-        ...
+from worker.memory.history_window import HistoryMessage
+from worker.ports import FoldClaims, MessageSender
+from worker.turn.commands import ConverseCommand, compaction_request, encode_body
 
 
 async def maybe_enqueue_compaction(
@@ -75,3 +49,23 @@ async def maybe_enqueue_compaction(
         await claims.release_compaction(conversation_id, plan, seen=state, claimed_at=now)
         raise
     return plan
+
+
+def fold_request_sender(
+    queue: MessageSender, command: ConverseCommand, *, claimed_at: datetime
+) -> Callable[[CompactionPlan], Awaitable[object]]:
+    """How the enqueuer sends a plan: the contract's compaction request on ``queue``.
+
+    The deduplication id names the claim (stretch and time), so a request sent again after
+    the retry period is a new message while a retried send of one claim is not.
+    """
+
+    async def send(plan: CompactionPlan) -> str:
+        return await queue.send(
+            encode_body(compaction_request(command, plan)),
+            group_id=command.conversation_id,
+            deduplication_id=f"compact:{command.conversation_id}:{plan.through}:"
+            f"{int(claimed_at.timestamp())}",
+        )
+
+    return send

@@ -52,9 +52,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from worker.memory.converse import CacheTtl
 from worker.memory.tokens import estimate_tokens
 
-CacheTtl = Literal["5m", "1h"]
 RefreshRule = Literal["strict", "lenient"]
 
 _TTL_SECONDS: dict[CacheTtl, float] = {"5m": 300.0, "1h": 3600.0}

@@ -23,15 +23,17 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import UTC, datetime
+from functools import partial
 
+from worker.caching.anchor import AlignedWindow
+from worker.caching.bill_model import CacheRules, PromptCache, TurnCost, price_turn
+from worker.caching.lifetimes import TtlChoice
 from worker.memory import Window, estimate_tokens, fold_gap
-from worker.memory.cache_aligned import AlignedWindow
-from worker.memory.cache_ttl import TtlChoice
 from worker.memory.converse import ConverseView, is_blank
-from worker.memory.prompt_cache import CacheRules, PromptCache, TurnCost, price_turn
+from worker.planning import TurnPlan, plan_turn
 from worker.ports import HistoryStore
 from worker.settings import Settings
-from worker.turn.history import TurnWindow, choose_window, read_turn_window
+from worker.turn.reading import read_turn
 
 #: Stands for the next question, which is not known yet.
 NEXT_QUESTION = "(the next question)"
@@ -51,9 +53,16 @@ async def describe_next_turn(
     """The lines ``worker window`` prints. Reads only (Queries), never writes. The next
     question is taken as sent ``now`` (the clock by default) for the cache lifetimes."""
     rules = rules or CacheRules()
-    read = await read_turn_window(store, conversation_id, settings)
-    page, window = read.page, read.window
-    view, ttls = read.cached_view(NEXT_QUESTION, sent_at=now or datetime.now(UTC))
+    sent_at = now or datetime.now(UTC)
+    read = await read_turn(
+        store,
+        conversation_id,
+        page_size=settings.history_page_size,
+        plan=partial(
+            plan_turn, message=NEXT_QUESTION, sent_at=sent_at, config=settings.plan_config
+        ),
+    )
+    page, window, view, ttls = read.page, read.window, read.view, read.ttls
     state = page.state
     newest = page.messages[0].seq if page.messages else 0
     limits = settings.window_limits
@@ -122,7 +131,7 @@ def _seqs(first: int, last: int) -> str:
     return f" (seq {first})" if first == last else f" (seq {first}-{last})"
 
 
-def _anchor_line(aligned: AlignedWindow, read: TurnWindow) -> str:
+def _anchor_line(aligned: AlignedWindow, read: TurnPlan) -> str:
     stored = read.page.anchor
     held = (
         f"stored seq {stored.seq} (fold mark {stored.folded_through})"
@@ -199,18 +208,16 @@ async def _priced(
     store: HistoryStore,
     conversation_id: str,
     settings: Settings,
-    read: TurnWindow,
+    read: TurnPlan,
     view: ConverseView,
     rules: CacheRules,
 ) -> tuple[TurnCost, str]:
     """The next turn's cost under the cache model, after the previous turn's prompt."""
-    page, anchor = read.page, read.page.anchor
+    anchor = read.page.anchor
     cache = PromptCache()
     # The summary the prompt shows moved since the anchor was stored (in the cache-aligned
     # mode a snapshot keeps it put: only a re-anchoring turn changes it).
-    shown = read.aligned.shown.folded_through if read.aligned is not None else None
-    moved = shown if shown is not None else page.state.folded_through
-    if anchor is not None and anchor.folded_through != moved:
+    if anchor is not None and anchor.folded_through != read.folded_through:
         assumption = "the fold moved since the anchor was stored: a cold cache"
     else:
         previous = await _previous_view(store, conversation_id, settings, read)
@@ -226,7 +233,7 @@ async def _priced(
 
 
 async def _previous_view(
-    store: HistoryStore, conversation_id: str, settings: Settings, read: TurnWindow
+    store: HistoryStore, conversation_id: str, settings: Settings, read: TurnPlan
 ) -> ConverseView | None:
     """The previous turn's prompt: the same mode's window over the history before the
     newest question, that question as its current message. Reads the next older page
@@ -241,4 +248,5 @@ async def _previous_view(
         )
         page = page.extended_by(older)
     before = tuple(m for m in page.messages if m.seq < question.seq)
-    return choose_window(replace(page, messages=before), settings).view(question.content)
+    previous = replace(page, messages=before)
+    return plan_turn(previous, question.content, sent_at=None, config=settings.plan_config).view

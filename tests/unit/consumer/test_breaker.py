@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import pytest
 
-from worker.delivery.breaker import (
+from worker.consumer.breaker import (
     FAILURE_THRESHOLD,
     PROBE_BACKOFF,
     TRIAL_MAX_SECONDS,
