@@ -41,9 +41,9 @@ from worker.settings import Settings
 from worker.telemetry import hooks as telemetry
 from worker.turn.anchoring import AnchorRidingClaims, store_anchor
 from worker.turn.commands import ConverseCommand, encode_body, parse_command, prompt_payload
-from worker.turn.events import log_plan
 from worker.turn.folding import fold_request_sender, maybe_enqueue_compaction
 from worker.turn.payloads import resolve_body
+from worker.turn.plan_log import log_plan
 from worker.turn.reading import read_turn
 
 log = get_logger()
