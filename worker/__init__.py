@@ -3,12 +3,18 @@
 Packages, from the top layer down (``[tool.importlinter]`` in ``pyproject.toml`` checks that
 no import runs upward):
 
-- :mod:`worker.cli` — the entry points and the wiring of one worker process.
-- :mod:`worker.consumer` — the SQS receive loop, leases, settling outcomes, cohorts.
-- :mod:`worker.turn` — one command's turn: the stage, wire formats, the turn's I/O, payloads.
-- :mod:`worker.adapters` — aioboto3 behind :mod:`worker.ports`; :mod:`worker.settings`.
-- :mod:`worker.telemetry` — metrics, traces, liveness, a turn's telemetry.
-- :mod:`worker.delivery` — outcome values, micro-batching, done marks, pacing, pointers.
-- :mod:`worker.ports`, :mod:`worker.logs`, :mod:`worker.timing`, :mod:`worker.errors` and
-  :mod:`worker.memory` (the pure window and fold) — the foundation.
+- :mod:`worker.cli` — the entry points, one module per command.
+- :mod:`worker.app` — the composition root: one worker process wired from the settings, and
+  the contract's resources.
+- :mod:`worker.turn` — one command's turn: read, plan, send, write, log.
+- :mod:`worker.settings` and :mod:`worker.adapters` (aioboto3 behind :mod:`worker.ports`).
+- :mod:`worker.consumer` — the SQS receive loop, leases, settling, cohorts, brownouts, pacing.
+- :mod:`worker.telemetry` — metrics, traces, liveness, a turn's telemetry hooks.
+- :mod:`worker.delivery` — outcome values, micro-batching, done marks, the pointer format;
+  :mod:`worker.planning` — the turn's decision, one pure function.
+- :mod:`worker.ports`, :mod:`worker.logs`, :mod:`worker.timing` — interfaces, logging, time.
+- :mod:`worker.errors` and :mod:`worker.caching` (pure: the cache-aligned window, the cache
+  lifetimes, Bedrock's prompt-cache bill model).
+- :mod:`worker.memory` — pure: the window (trim, floor, budget), the fold trigger, the
+  Converse view.
 """
