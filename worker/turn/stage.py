@@ -39,12 +39,16 @@ from worker.ports import (
 )
 from worker.settings import Settings
 from worker.telemetry import hooks as telemetry
-from worker.turn.anchoring import AnchorRidingClaims, store_anchor
 from worker.turn.commands import ConverseCommand, encode_body, parse_command, prompt_payload
-from worker.turn.folding import fold_request_sender, maybe_enqueue_compaction
 from worker.turn.payloads import resolve_body
 from worker.turn.plan_log import log_plan
 from worker.turn.reading import read_turn
+from worker.turn.writing import (
+    AnchorRidingClaims,
+    fold_request_sender,
+    maybe_enqueue_compaction,
+    store_anchor,
+)
 
 log = get_logger()
 
@@ -92,6 +96,7 @@ class ConverseStage:
         self._compaction_queue = compaction_queue
         self._objects = objects
         self._settings = settings
+        self._plan_config = settings.plan_config
         self._lease = lease
         self._clock = clock
         self._sleep = sleep
@@ -198,12 +203,11 @@ class ConverseStage:
         the prompt payload; returns the page read and the anchor to store."""
         # The pace is read from the command's sent_at; the receive time only without one.
         sent_at = command.sent_time or self._clock()
-        settings = self._settings
-        config = settings.plan_config
+        config = self._plan_config
         plan = await read_turn(
             self._history,
             command.conversation_id,
-            page_size=settings.history_page_size,
+            page_size=self._settings.history_page_size,
             plan=lambda page: plan_turn(page, command.message, sent_at=sent_at, config=config),
         )
         log_plan(plan)

@@ -19,8 +19,8 @@ from worker.memory import CompactionPlan, FoldState
 from worker.ports import CommandClaim
 from worker.settings import Settings
 from worker.turn.commands import ConverseCommand
-from worker.turn.folding import maybe_enqueue_compaction
 from worker.turn.stage import ConverseStage
+from worker.turn.writing import maybe_enqueue_compaction
 
 UNREACHABLE = StoreUnavailable("sqs.SendMessage: the endpoint did not answer")
 
