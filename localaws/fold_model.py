@@ -27,13 +27,13 @@ from worker.memory import (
     bound_history,
     estimate_tokens,
     fold_gap,
-    is_pending,
     plan_compaction,
 )
 from worker.settings import Settings
 
 PROFILES = ("tiny", "medium", "mixed", "paste-heavy")
-RULES = ("pipelined", "single")
+#: The request rules the fold-gap table reports: the contract's (:data:`PLANNERS` adds proposals).
+RULES = ("pipelined",)
 TURNS = 40
 SEED = 12
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
@@ -88,37 +88,6 @@ def conversation(profile: str, turns: int = TURNS, seed: int = SEED) -> list[His
     return messages
 
 
-def single_request_plan(
-    newest_first: Sequence[HistoryMessage],
-    state: FoldState,
-    limits: FoldLimits,
-    *,
-    older_unread: bool,
-    now: datetime,
-) -> CompactionPlan | None:
-    """The rule before issue 12, as it was (``older_unread`` was not consulted)."""
-    if not newest_first:
-        return None
-    newest = newest_first[0]
-    folded = state.folded_through
-    through = newest.seq if newest.role == "assistant" else newest.seq - 1
-    if through <= folded:
-        return None
-    unfolded = [m for m in newest_first if m.seq > folded]
-    due = (
-        sum(estimate_tokens(m.content) for m in unfolded) >= limits.fold_min_tokens
-        or 2 * (newest.seq - folded) >= limits.window_max_messages
-        or newest_first[-1].seq > folded + 1
-    )
-    if not due or is_pending(state, now=now, retry_after=limits.retry_after):
-        return None
-    return CompactionPlan(
-        folded_through=folded,
-        through=through,
-        unfolded_tokens=sum(estimate_tokens(m.content) for m in unfolded if m.seq <= through),
-    )
-
-
 def _proposal(
     fires: Callable[[int, int, int], bool],
 ) -> Planner:
@@ -159,8 +128,7 @@ def _proposal(
 
 PLANNERS: dict[str, Planner] = {
     "pipelined": plan_compaction,
-    "single": single_request_plan,
-    # Proposals measured for issue 12's note, not the contract (``--seeds``):
+    # Proposals, not the contract (docs/FOLD.md, "What is left, and what would close it"):
     # the count trigger follows the room the window really has (pastes shrink it to its
     # floor) instead of its cap;
     "kept-half": _proposal(lambda stretch, tail, room: stretch >= max(2, room // 2)),

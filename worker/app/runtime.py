@@ -53,8 +53,8 @@ log = get_logger()
 
 #: botocore's retries, for every call but the receive: standard mode (adaptive's client-side
 #: rate limiter would also delay the lease extensions and deletes, which share the client),
-#: four attempts in all. (This was spelled ``max_attempts: 3``, which botocore reads as
-#: three *retries*; docs/RELIABILITY.md, "botocore's retries".)
+#: four attempts in all. Spelled ``total_max_attempts``, which counts the first attempt:
+#: botocore reads ``max_attempts`` as retries (docs/RELIABILITY.md, "botocore's retries").
 RETRIES = {"mode": "standard", "total_max_attempts": 4}
 #: The receive's: one attempt. A failed receive is backed off by the receive loop, and a
 #: retried long poll could outlive the stop's "wait + 2 s" bound.
@@ -78,10 +78,9 @@ async def aws_clients(pool_size: int = 50) -> AsyncIterator[Clients]:
     the adapters' builders, typed with the stubs' TypedDicts (mypy strict checks each), and
     the services validate it again anyway; a refusal from either side ends the same way
     (``StoreUnavailable``, retried). Validation walks each request against the service
-    model: 80-100 µs of the worker's CPU per command (a claim's UpdateItem 35 µs, the
-    Query 14 µs, a tenth of each batch call), 2.7-3.1% of its own 3.24 ms per command in
-    docs/BENCHMARKS.md, above the 1% that would make it noise
-    (``python -m bench.parts.parameter_validation``, issue 23).
+    model on the worker's CPU, on every call of every command: a measurable share of the
+    worker's own CPU per command, not noise (the figures and the command that measures
+    them: docs/benchmarks/defaults.md, "Client-side parameter validation").
     """
     config = AioConfig(
         max_pool_connections=pool_size,

@@ -14,8 +14,8 @@ back as fits" is replaced by an anchor:
   (:class:`SummarySnapshot`), kept across fold landings while the anchor is; the prompt
   shows it, and ``S_must`` is computed from its mark, so everything after that mark is in
   the window (``A <= F_snapshot + 1``). Without a snapshot (a summary too large to store,
-  :data:`SNAPSHOT_MAX_BYTES`, or an anchor stored before snapshots) a fold landing
-  re-anchors, as before.
+  :data:`SNAPSHOT_MAX_BYTES`, or a ``state`` item whose anchor carries none) a fold landing
+  re-anchors.
 - Otherwise the window re-anchors: ``A = S_must`` computed with the newest summary,
   extended backwards in whole exchanges while the window stays within the budget less
   the headroom, so that it can grow for several turns before it must move again; the
@@ -53,14 +53,14 @@ AnchorOutcome = Literal["kept", "reanchored", "fallback"]
 ReanchorReason = Literal["first_turn", "fold_moved", "overflow", "invalid"]
 
 
-#: The headroom's defaults (``HISTORY_WINDOW_ANCHOR_HEADROOM_TOKENS`` / ``_MESSAGES``),
-#: re-tuned for the fold-lagged window with adaptive TTLs (issue 24) on part 8's workload
-#: and its mixed pace population (``bench/parts/cache_ttl_study.py``): 1,500 tokens and 8
-#: messages bill 46.6% of the sliding window's input and see 82.6% of its history tokens;
-#: 2,000/8 bills 44.1% but sees 80.2%, no margin over the goal of at least 80%; 1,000/6 (the
-#: previous default) bills 54.0% at 87.4%. Absolute, not a share of the budget: the headroom
-#: is how many turns of growth the window has before it overflows, and a turn's growth does
-#: not scale with the budget.
+#: The headroom's defaults (``HISTORY_WINDOW_ANCHOR_HEADROOM_TOKENS`` / ``_MESSAGES``). The
+#: headroom trades a re-anchor's cache write against the window's length: more room means
+#: fewer re-anchors but a shorter window at each, so less history seen. Of the headrooms
+#: measured (the fold-lagged window, cache lifetimes chosen per turn), these bill the least
+#: while the history seen keeps a margin over the goal of at least 80% of the sliding
+#: window's; the table is in docs/benchmarks/defaults.md ("The anchor headroom"). Absolute,
+#: not a share of the budget: the headroom is how many turns of growth the window has
+#: before it overflows, and a turn's growth does not scale with the budget.
 DEFAULT_HEADROOM_TOKENS = 1500
 DEFAULT_HEADROOM_MESSAGES = 8
 
@@ -70,7 +70,7 @@ DEFAULT_HEADROOM_MESSAGES = 8
 #: the ``state`` item, which also holds the compactor's ``fold_summary``, and a DynamoDB
 #: item holds at most 400 KB: with the snapshot bounded, the two summaries fit as long as
 #: the compactor's stays under ~330 KB. A larger summary is not snapshotted; that
-#: conversation re-anchors when the fold moves (``fold_moved``), as before the snapshot.
+#: conversation re-anchors when the fold moves (``fold_moved``).
 SNAPSHOT_MAX_BYTES = 64 * 1024
 
 

@@ -9,7 +9,7 @@ the conversation's pace and the turn's shape:
   :data:`PACE_GAPS` of them. ``P(gap < 5 min)`` and ``P(gap < 1 h)`` are the shares of
   gaps that a 5-minute or 1-hour entry would outlive (with :data:`HIT_MARGIN_SECONDS` to
   spare), each with a weak prior (:data:`PRIOR_WEIGHT` gaps' worth). No gap at all: every
-  point ``5m``, as before this policy (nothing is known of the pace).
+  point ``5m``, the lifetime a point without a ``ttl`` has (nothing is known of the pace).
 - The shape (:class:`TurnShape`): the estimated tokens before each point, the chance
   the next turn's prompt starts with that prefix (lower when the window is near its
   budget: the next turn then re-anchors), and the prefix this turn shares with the
@@ -57,9 +57,9 @@ PACE_GAPS = 12
 HIT_MARGIN_SECONDS = 30.0
 #: The prior, worth one gap: even odds of a gap within 5 minutes, and no weight on the band
 #: between 5 minutes and 1 hour, so that a 1-hour TTL is bought only on the conversation's
-#: own evidence. Tuned on part 8's workload (bench/parts/cache_ttl_study.py, every fifth
-#: conversation): a prior of 0.9 within the hour cost brisk conversations 0.4 points (1h
-#: bought on early turns for nothing) and gained the slower ones at most 0.2.
+#: own evidence: a prior that leans towards the hour buys 1h on a conversation's early
+#: turns for nothing when it turns out brisk, and gains the slower ones less than that
+#: costs (the figures: docs/benchmarks/defaults.md, "The cache lifetimes' prior").
 PRIOR_WEIGHT = 1.0
 PRIOR_FIVE_MINUTES = 0.5
 PRIOR_ONE_HOUR = 0.5

@@ -215,7 +215,7 @@ def with_cache_ttls(view: ConverseView, ttls: tuple[CacheTtl | None, ...]) -> Co
 
 
 def _cache_point() -> CachePointBlock:
-    """A point without ``ttl``: the default mode's view stays byte for byte as it was; the
-    cache-aligned mode gives each point its TTL afterwards (:func:`with_cache_ttls`). A new
-    dict each time: views share none."""
+    """A point without ``ttl``: the default mode's view never carries one (Bedrock gives
+    such a point 5 minutes); the cache-aligned mode gives each point its TTL afterwards
+    (:func:`with_cache_ttls`). A new dict each time: views share none."""
     return {"cachePoint": {"type": "default"}}

@@ -192,8 +192,9 @@ def emf_documents(tally: Tally, dimensions: Mapping[str, str], timestamp: dateti
         values = tally.values.get(name)
         if not values:
             continue
-        # The library validates one value per call (about 2 µs each); ours are all computed
-        # the same way, so the first is validated and the rest checked finite in bulk.
+        # The library validates one value per call, a cost paid on every value of every
+        # interval (docs/benchmarks/defaults.md); ours are all computed the same way, so
+        # the first is validated and the rest checked finite in bulk.
         if not all(map(math.isfinite, values)):
             raise ValueError(f"{name}: a value is not finite")
         context.put_metric(name, values[0], unit)
