@@ -9,7 +9,7 @@ estimate, the Converse view, and the fold trigger with its gap check
 (:mod:`~worker.memory.fold`). Pure: plain functions over plain values, no I/O, no logging.
 Imports nothing else of :mod:`worker` (checked by import-linter). The cache-aligned mode
 built on it is :mod:`worker.caching`; the fold request's claim and send is the turn's
-(:mod:`worker.turn.folding`).
+(:mod:`worker.turn.writing`).
 """
 
 from worker.memory.converse import ConverseView, LeftOut, is_blank, render_converse

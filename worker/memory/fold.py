@@ -11,7 +11,7 @@ as soon as the messages after the pending ``through`` reach the trigger themselv
 a slow compactor does not hold the tail back: the unfolded tail stays near one
 compactor lag instead of two. Every request's ``through`` is above every earlier one's,
 so no two requests cover the same stretch; a pending request older than the retry
-period is sent again. Pure: the enqueuer (:mod:`worker.turn.folding`) claims and
+period is sent again. Pure: the enqueuer (:mod:`worker.turn.writing`) claims and
 sends.
 """
 
