@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test lint unit pythons integration bench clean localstack localstack-host tools lock scan
+.PHONY: install run test lint unit pythons integration bench clean localstack localstack-host tools lock scan docs
 
 install: $(STAMP)
 
@@ -46,6 +46,11 @@ pythons: install
 
 unit: install
 	$(BIN)/pytest tests/unit
+
+# The reference pages (docs/reference/) and the runbook's event table, rendered from the code
+# (tests/reference.py); tests/unit/test_reference_docs.py fails when they are stale.
+docs: install
+	$(BIN)/python -m tests.reference
 
 integration: install localstack-host
 	$(BIN)/pytest tests/integration

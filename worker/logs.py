@@ -42,9 +42,11 @@ import structlog
 from structlog.typing import EventDict, WrappedLogger
 
 from worker.errors import WorkerError
+from worker.events import LIBRARY
 
-#: The ``event`` of every line that comes from a standard-library record.
-LIBRARY_EVENT = "library.log"
+#: The ``event`` of every line that comes from a standard-library record (declared with the
+#: stage's own events, in :mod:`worker.events`).
+LIBRARY_EVENT = LIBRARY.name
 #: Libraries whose chatter (and any request body a debug level would print) stays out.
 NOISY_LIBRARIES = ("botocore", "aiobotocore", "aioboto3", "urllib3", "werkzeug")
 

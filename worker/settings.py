@@ -31,18 +31,50 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(frozen=True, extra="ignore")
 
-    converse_queue_url: str = Field(min_length=1)
-    model_queue_url: str = Field(min_length=1)
-    compaction_queue_url: str = Field(min_length=1)
-    history_table: str = Field(min_length=1)
-    payload_bucket: str | None = None
-    payload_inline_max_bytes: int = Field(default=262_144, ge=1)
-    # Inbound pointers: the buckets read besides PAYLOAD_BUCKET (comma-separated), and the
-    # largest object read. 4 MiB: above any counsel message a model can take (1M tokens at
-    # the contract's 4 characters a token), and a turn holds about 6-8x its command at its
-    # peak, so 16 turns of 4 MiB at once stay near half of a 1 GiB task (README, "Payloads").
-    payload_read_buckets: Annotated[tuple[str, ...], NoDecode] = ()
-    payload_max_bytes: int = Field(default=4 * 1024 * 1024, ge=1)
+    converse_queue_url: str = Field(
+        min_length=1,
+        description="URL of the SQS queue converse commands arrive on; it must have a "
+        "dead-letter queue (RedrivePolicy), checked at start-up.",
+    )
+    model_queue_url: str = Field(
+        min_length=1,
+        description="URL of the SQS queue prompt payloads are sent to (standard or FIFO).",
+    )
+    compaction_queue_url: str = Field(
+        min_length=1, description="URL of the SQS queue fold requests are sent to."
+    )
+    history_table: str = Field(
+        min_length=1,
+        description="Name of the DynamoDB history table (`pk`/`sk`): the messages, each "
+        "conversation's state and the command ledger.",
+    )
+    payload_bucket: str | None = Field(
+        default=None,
+        description="S3 bucket for bodies over PAYLOAD_INLINE_MAX_BYTES, which inbound "
+        "pointers may name too; unset or empty: none (an oversized prompt is retried with an "
+        "error, never truncated).",
+    )
+    payload_inline_max_bytes: int = Field(
+        default=262_144,
+        ge=1,
+        description="Largest body sent inline, in bytes (UTF-8, attributes counted as SQS "
+        "counts them); a larger one goes to PAYLOAD_BUCKET.",
+    )
+    payload_read_buckets: Annotated[tuple[str, ...], NoDecode] = Field(
+        default=(),
+        description="More S3 buckets inbound pointers may name, comma-separated "
+        "(PAYLOAD_BUCKET always may); the role needs s3:GetObject and s3:ListBucket on each.",
+    )
+    # 4 MiB: above any counsel message a model can take (a million tokens at the contract's
+    # four characters a token), and small enough that a full set of concurrent turns, each
+    # holding its command several times over at its peak, stays well within a 1 GiB task
+    # (README, "Inbound payloads").
+    payload_max_bytes: int = Field(
+        default=4 * 1024 * 1024,
+        ge=1,
+        description="Largest object an inbound pointer may name, in bytes; a larger one is "
+        "rejected before it is read.",
+    )
 
     @field_validator("payload_read_buckets", mode="before")
     @classmethod
@@ -53,6 +85,9 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _inbound_bound_covers_the_inline_limit(self) -> Self:
+        """PAYLOAD_MAX_BYTES >= PAYLOAD_INLINE_MAX_BYTES: a producer offloads exactly the
+        bodies over its inline limit, so a lower bound would reject behind a pointer what the
+        stage takes inline."""
         if self.payload_max_bytes < self.payload_inline_max_bytes:
             raise ValueError(
                 f"PAYLOAD_MAX_BYTES ({self.payload_max_bytes}) must be >= "
@@ -64,11 +99,34 @@ class Settings(BaseSettings):
 
     # Two halves of one memory: the window below and the fold trigger beside it.
     # Change one and the validator under them checks the other still covers it.
-    memory_fold_min_tokens: int = Field(default=2000, ge=1)
-    history_window_max_tokens: int = Field(default=4000, ge=1)
-    history_window_max_messages: int = Field(default=25, ge=1)
-    history_window_floor_messages: int = Field(default=10, ge=1)
-    history_message_max_tokens: int = Field(default=1000, ge=1)
+    memory_fold_min_tokens: int = Field(
+        default=2000,
+        ge=1,
+        description="Estimated tokens of the unfolded tail (untrimmed) that make a fold "
+        "request due.",
+    )
+    history_window_max_tokens: int = Field(
+        default=4000,
+        ge=1,
+        description="The window's budget, in estimated tokens after trimming.",
+    )
+    history_window_max_messages: int = Field(
+        default=25,
+        ge=1,
+        description="Most history messages in the window; half of it is also the fold "
+        "trigger in messages.",
+    )
+    history_window_floor_messages: int = Field(
+        default=10,
+        ge=1,
+        description="Newest history messages always kept, whatever they cost.",
+    )
+    history_message_max_tokens: int = Field(
+        default=1000,
+        ge=1,
+        description="Estimated tokens above which a history message is trimmed to its head "
+        "and tail.",
+    )
 
     @field_validator("payload_bucket", mode="before")
     @classmethod
@@ -77,6 +135,8 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _window_covers_the_fold_gap(self) -> Self:
+        """HISTORY_WINDOW_MAX_TOKENS >= 2x MEMORY_FOLD_MIN_TOKENS: the fold is async; below
+        2x a reference falls into a gap held by neither window nor fold."""
         if self.history_window_max_tokens < 2 * self.memory_fold_min_tokens:
             raise ValueError(
                 f"HISTORY_WINDOW_MAX_TOKENS ({self.history_window_max_tokens}) must be >= "
@@ -87,6 +147,8 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _floor_below_the_message_cap(self) -> Self:
+        """HISTORY_WINDOW_FLOOR_MESSAGES < HISTORY_WINDOW_MAX_MESSAGES: the budget extends the
+        window past the floor, so the floor must leave it room."""
         if self.history_window_floor_messages >= self.history_window_max_messages:
             raise ValueError(
                 f"HISTORY_WINDOW_FLOOR_MESSAGES ({self.history_window_floor_messages}) must be "
@@ -95,23 +157,45 @@ class Settings(BaseSettings):
             )
         return self
 
-    # The window's mode: `sliding` (the window rules exactly) or `cache-aligned` (the start
-    # stays put between fold landings, so the model can read the history from its cache).
-    # The headroom is what a re-anchored window leaves below the budget to grow into.
-    history_window_mode: Literal["sliding", "cache-aligned"] = "sliding"
-    history_window_anchor_headroom_tokens: int = Field(default=DEFAULT_HEADROOM_TOKENS, ge=0)
-    history_window_anchor_headroom_messages: int = Field(default=DEFAULT_HEADROOM_MESSAGES, ge=0)
-    # Cache-aligned mode only: the view's cache points' `ttl` (`adaptive`: chosen per turn
-    # from the conversation's pace, worker/caching/lifetimes.py), and the model's minimum
-    # prefix before a point (1,024 Claude Sonnet 4 / 3.7 and Opus 4; 2,048 Claude 3.5
-    # Haiku; 4,096 Haiku 4.5 and Opus 4.5), below which a point is worth nothing.
-    history_cache_ttl: HistoryCacheTtl = "adaptive"
-    prompt_cache_min_tokens: int = Field(default=1024, ge=1)
+    history_window_mode: Literal["sliding", "cache-aligned"] = Field(
+        default="sliding",
+        description="`sliding` (the window rules exactly) or `cache-aligned` (the window's "
+        "start stays put between fold landings, so the model can read the history from its "
+        "prompt cache).",
+    )
+    history_window_anchor_headroom_tokens: int = Field(
+        default=DEFAULT_HEADROOM_TOKENS,
+        ge=0,
+        description="Cache-aligned mode: estimated tokens a re-anchored window leaves below "
+        "HISTORY_WINDOW_MAX_TOKENS to grow into.",
+    )
+    history_window_anchor_headroom_messages: int = Field(
+        default=DEFAULT_HEADROOM_MESSAGES,
+        ge=0,
+        description="Cache-aligned mode: messages a re-anchored window leaves below "
+        "HISTORY_WINDOW_MAX_MESSAGES to grow into.",
+    )
+    history_cache_ttl: HistoryCacheTtl = Field(
+        default="adaptive",
+        description="Cache-aligned mode: the `ttl` of the view's cache points: `adaptive` "
+        "(chosen per turn and point from the conversation's pace), `5m` or `1h` (every point).",
+    )
+    prompt_cache_min_tokens: int = Field(
+        default=1024,
+        ge=1,
+        description="Cache-aligned mode: the model's minimum prefix before a cache point, in "
+        "tokens (1,024 Claude Sonnet 4 / 3.7 and Opus 4; 2,048 Claude 3.5 Haiku; 4,096 Haiku "
+        "4.5 and Opus 4.5); a point below it is worth nothing.",
+    )
 
     @model_validator(mode="after")
     def _headroom_below_the_budget(self) -> Self:
-        # Checked only where it is used: a sliding window never reads the headroom, so a
-        # small budget that was valid before the mode existed stays valid.
+        """In the cache-aligned mode, HISTORY_WINDOW_ANCHOR_HEADROOM_TOKENS <
+        HISTORY_WINDOW_MAX_TOKENS and HISTORY_WINDOW_ANCHOR_HEADROOM_MESSAGES <
+        HISTORY_WINDOW_MAX_MESSAGES: the headroom is room left inside the budget, and the
+        window must keep some to re-anchor."""
+        # Checked only where it is used: a sliding window never reads the headroom, so the
+        # headroom's defaults put no floor under a sliding window's budget.
         if self.history_window_mode != "cache-aligned":
             return self
         if self.history_window_anchor_headroom_tokens >= self.history_window_max_tokens:
@@ -131,25 +215,77 @@ class Settings(BaseSettings):
             )
         return self
 
-    log_format: Literal["json", "console"] = "json"
+    log_format: Literal["json", "console"] = Field(
+        default="json",
+        description="`json` (one object a line on stdout) or `console` (for humans).",
+    )
 
     # The worker's own knobs (not part of the wire contract).
-    worker_concurrency: int = Field(default=16, ge=1, le=1000)
-    receive_wait_seconds: int = Field(default=20, ge=0, le=20)
-    shutdown_grace_seconds: float = Field(default=20.0, gt=0)
-    compaction_retry_seconds: float = Field(default=300.0, gt=0)
-    retry_base_seconds: float = Field(default=2.0, gt=0)
-    retry_max_seconds: float = Field(default=300.0, gt=0, le=43_200)
-    lease_max_seconds: float = Field(default=900.0, gt=0, le=43_200)
+    worker_concurrency: int = Field(
+        default=16, ge=1, le=1000, description="Commands one process handles at once."
+    )
+    receive_wait_seconds: int = Field(
+        default=20, ge=0, le=20, description="The long-poll wait of each receive, in seconds."
+    )
+    shutdown_grace_seconds: float = Field(
+        default=20.0,
+        gt=0,
+        description="Seconds the turns in flight get to finish after SIGTERM or SIGINT; below "
+        "the converse queue's visibility timeout, checked at start-up.",
+    )
+    compaction_retry_seconds: float = Field(
+        default=300.0,
+        gt=0,
+        description="Seconds after which a pending fold request whose fold has not arrived is "
+        "sent again.",
+    )
+    retry_base_seconds: float = Field(
+        default=2.0,
+        gt=0,
+        description="Backoff of a command that failed for a passing reason, in seconds: "
+        "doubled per receive, jittered.",
+    )
+    retry_max_seconds: float = Field(
+        default=300.0,
+        gt=0,
+        le=43_200,
+        description="The longest backoff of a retried command, in seconds.",
+    )
+    lease_max_seconds: float = Field(
+        default=900.0,
+        gt=0,
+        le=43_200,
+        description="The longest a worker keeps extending one message's visibility, in seconds.",
+    )
 
     # Operating it: metrics on stdout, and the liveness file `worker health` reads.
-    metrics: Literal["emf", "off"] = "off"
-    metrics_flush_seconds: float = Field(default=60.0, gt=0, le=3600)
-    health_file: str = DEFAULT_HEALTH_FILE  # empty: no file (and `worker health` fails)
-    health_max_silence_seconds: float = Field(default=120.0, gt=0)
+    metrics: Literal["emf", "off"] = Field(
+        default="off",
+        description="`emf`: CloudWatch Embedded Metric Format documents on stdout, beside the "
+        "logs; `off`: none (the image sets `emf`).",
+    )
+    metrics_flush_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        le=3600,
+        description="Seconds between EMF document sets; one more is written at stop.",
+    )
+    health_file: str = Field(
+        default=DEFAULT_HEALTH_FILE,
+        description="The liveness file the worker writes and `worker health` reads; empty: no "
+        "file (and `worker health` fails).",
+    )
+    health_max_silence_seconds: float = Field(
+        default=120.0,
+        gt=0,
+        description="Seconds of silence of the receive loop (or of the health file) after "
+        "which `worker health` fails.",
+    )
 
     @model_validator(mode="after")
     def _health_bound_covers_a_long_poll(self) -> Self:
+        """HEALTH_MAX_SILENCE_SECONDS > RECEIVE_WAIT_SECONDS + the receive's return margin:
+        an idle worker's receive loop beats once per long poll."""
         floor = self.receive_wait_seconds + RECEIVE_RETURN_MARGIN_SECONDS
         if self.health_max_silence_seconds <= floor:
             raise ValueError(

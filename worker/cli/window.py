@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import argparse
 
+from worker.cli.operator import run_operator
+
 HELP = """\
 Print what the next turn would send for a stored conversation, without sending or writing
 anything: each kept message (seq, role, estimated tokens, trimmed or not), what was dropped,
@@ -41,6 +43,11 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=0,
         help="the model stage's own system prompt, placed first (default 0)",
     )
+    window.set_defaults(execute=run_window_command)
+
+
+def run_window_command(args: argparse.Namespace) -> int:
+    return run_operator(run_window, args)
 
 
 async def run_window(args: argparse.Namespace) -> int:

@@ -7,7 +7,7 @@ import io
 
 import pytest
 
-from worker.cli.operator import read_message
+from worker.cli.send import read_message
 
 
 class Stdin(io.TextIOWrapper):
