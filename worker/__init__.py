@@ -13,8 +13,9 @@ no import runs upward):
 - :mod:`worker.delivery` — outcome values, micro-batching, done marks, the pointer format;
   :mod:`worker.planning` — the turn's decision, one pure function.
 - :mod:`worker.ports`, :mod:`worker.logs`, :mod:`worker.timing` — interfaces, logging, time.
-- :mod:`worker.errors` and :mod:`worker.caching` (pure: the cache-aligned window, the cache
-  lifetimes, Bedrock's prompt-cache bill model).
+- :mod:`worker.errors`, :mod:`worker.events` (every log event declared once) and
+  :mod:`worker.caching` (pure: the cache-aligned window, the cache lifetimes, Bedrock's
+  prompt-cache bill model).
 - :mod:`worker.memory` — pure: the window (trim, floor, budget), the fold trigger, the
   Converse view.
 """

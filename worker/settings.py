@@ -68,7 +68,7 @@ class Settings(BaseSettings):
     # 4 MiB: above any counsel message a model can take (a million tokens at the contract's
     # four characters a token), and small enough that a full set of concurrent turns, each
     # holding its command several times over at its peak, stays well within a 1 GiB task
-    # (README, "Inbound payloads").
+    # (docs/PRODUCERS.md, "Commands too large for SQS").
     payload_max_bytes: int = Field(
         default=4 * 1024 * 1024,
         ge=1,
