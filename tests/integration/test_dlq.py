@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import captured_logs
 from tests.integration.conftest import Stack, body_of, exchanges, running_worker
 from worker.adapters.sqs import SqsQueue
-from worker.cli import dlq
+from worker.cli import dlq_operations as dlq
 
 pytestmark = pytest.mark.integration
 

@@ -41,7 +41,7 @@ from tests.integration.test_dlq import depth, run_cli
 from worker.adapters.sqs import OutboundMessage, SqsQueue
 from worker.app.resources import Resources, create_resources
 from worker.app.runtime import aws_clients
-from worker.cli import dlq
+from worker.cli import dlq_operations as dlq
 from worker.delivery.pointers import SIZE_ATTRIBUTE, pointer_body
 from worker.errors import StoreUnavailable
 from worker.ports import DeleteFailure, ReceivedMessage

@@ -4,7 +4,7 @@ resources), ``worker demo``, ``worker health``, ``worker send``, ``worker dlq`` 
 
 Owns: the command line, one small module per command (:mod:`~worker.cli.run`,
 :mod:`~worker.cli.bootstrap`, :mod:`~worker.cli.demo`, :mod:`~worker.cli.send`,
-:mod:`~worker.cli.health`, :mod:`~worker.cli.dlq_command`, :mod:`~worker.cli.window`), each
+:mod:`~worker.cli.health`, :mod:`~worker.cli.dlq`, :mod:`~worker.cli.window`), each
 with its ``add_parser`` and the function that runs it; what they run where it is more than a
 few lines (the DLQ operations, the demo and its console, the window report); and this module,
 which assembles the parser and dispatches.
@@ -20,7 +20,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from worker.cli import bootstrap, demo, dlq_command, health, run, send, window
+from worker.cli import bootstrap, demo, dlq, health, run, send, window
 from worker.errors import ConfigError
 
 EXIT_CONFIG = 2
@@ -35,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_parser(commands)
     send.add_parser(commands)
     health.add_parser(commands)
-    dlq_command.add_parser(commands)
+    dlq.add_parser(commands)
     window.add_parser(commands)
     return parser
 

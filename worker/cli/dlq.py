@@ -1,214 +1,82 @@
-"""``worker dlq``: look into the converse queue's dead-letter queue, and send back what may
-still be served.
-
-Two kinds of message end up there. *Rejected* commands were put there by the stage itself,
-with a ``RejectionReason`` attribute: they are invalid and stay invalid. *Retry-exhausted*
-commands were moved there by SQS's redrive policy after ``maxReceiveCount`` receives (an
-outage, a defect since fixed): they have no reason, and redriving them is what the
-dead-letter queue is for. A redriven command that was in fact served before is deleted
-by the stage without a second forward (the ``cmd#`` ledger).
-
-Nothing here prints or logs a body. Inspection holds each message invisible while it
-counts, then makes it visible again; a redrive deletes a message only once its copy was
-sent to the converse queue.
-"""
+"""``worker dlq inspect|redrive``: the command line of the converse queue's dead-letter
+queue. The operations themselves are :mod:`worker.cli.dlq_operations` (which imports the SQS adapter
+and asyncio), imported when the command runs, so building the parser costs ``worker health``
+nothing."""
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections import Counter
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+import argparse
+import sys
 
-from worker.adapters.sqs import OutboundMessage, SqsQueue
-from worker.adapters.sqs_admin import QueueAdmin
-from worker.cli.arguments import MAX_RATE, MIN_RATE
-from worker.delivery.pointers import LEGACY_SIZE_ATTRIBUTE, SIZE_ATTRIBUTE
-from worker.ports import ReceivedMessage
-
-REASON_ATTRIBUTE = "RejectionReason"
-#: Attributes the stage adds when it dead-letters; a redriven copy goes back without them.
-STAGE_ATTRIBUTES = frozenset({REASON_ATTRIBUTE, "RejectedMessageId"})
-#: Attributes SQS types as Number (the Extended Client's size); the rest are strings.
-NUMBER_ATTRIBUTES = frozenset({SIZE_ATTRIBUTE, LEGACY_SIZE_ATTRIBUTE})
-RETRY_EXHAUSTED = "(retry exhausted: no RejectionReason)"
-AGE_BUCKETS: tuple[tuple[float, str], ...] = (
-    (3_600, "< 1 h"),
-    (86_400, "1 h – 1 d"),
-    (7 * 86_400, "1 d – 7 d"),
-    (float("inf"), ">= 7 d"),
-)
-#: How long a message is held invisible while a run looks at it.
-HOLD_SECONDS = 120
-#: How often a running move task is looked at.
-MOVE_TASK_POLL_SECONDS = 1.0
+from worker.cli.arguments import MAX_RATE, MIN_RATE, positive_count, redrive_rate
+from worker.cli.operator import converse_queue_url, run_operator
+from worker.errors import ConfigError
 
 
-def age_bucket(sent_timestamp_ms: int | None, now: float) -> str:
-    """The age bucket of a message by its ``SentTimestamp`` (when it was first sent)."""
-    if sent_timestamp_ms is None:
-        return "unknown"
-    age = max(0.0, now - sent_timestamp_ms / 1000)
-    return next(label for limit, label in AGE_BUCKETS if age < limit)
-
-
-def reason_of(message: ReceivedMessage) -> str:
-    return message.attributes.get(REASON_ATTRIBUTE) or RETRY_EXHAUSTED
-
-
-@dataclass
-class Inspection:
-    """What the dead-letter queue holds: counts by reason and by age, and each id."""
-
-    by_reason: Counter[str] = field(default_factory=Counter)
-    by_age: Counter[str] = field(default_factory=Counter)
-    ids: list[tuple[str, str, str]] = field(default_factory=list)  # (id, reason, age)
-
-    @property
-    def total(self) -> int:
-        return sum(self.by_reason.values())
-
-    def lines(self, *, with_ids: bool) -> list[str]:
-        out = [f"{self.total} message(s) in the dead-letter queue", "by reason:"]
-        out += [f"  {count:>6}  {reason}" for reason, count in self.by_reason.most_common()]
-        out.append("by age (since first sent):")
-        labels = [label for _, label in AGE_BUCKETS] + ["unknown"]
-        out += [f"  {self.by_age[label]:>6}  {label}" for label in labels if self.by_age[label]]
-        if with_ids:
-            out.append("ids:")
-            out += [f"  {mid}  {age:<9}  {reason}" for mid, reason, age in self.ids]
-        return out
-
-
-async def receive_each_once(dlq: SqsQueue) -> list[ReceivedMessage]:
-    """Every message currently in ``dlq``, each once, held invisible for HOLD_SECONDS."""
-    seen: dict[str, ReceivedMessage] = {}
-    while True:
-        batch = await dlq.receive(10, 1, visibility_timeout=HOLD_SECONDS)
-        if not batch:
-            return list(seen.values())
-        for message in batch:
-            seen.setdefault(message.message_id, message)
-
-
-async def release(queue: SqsQueue, messages: list[ReceivedMessage]) -> None:
-    for start in range(0, len(messages), 10):
-        await queue.change_visibility_batch(messages[start : start + 10], 0)
-
-
-async def inspect(dlq: SqsQueue, *, now: Callable[[], float] = time.time) -> Inspection:
-    """Count the dead-letter queue's messages by reason and age; every one stays there."""
-    messages = await receive_each_once(dlq)
-    inspection = Inspection()
-    moment = now()
-    for message in messages:
-        reason, age = reason_of(message), age_bucket(message.sent_timestamp_ms, moment)
-        inspection.by_reason[reason] += 1
-        inspection.by_age[age] += 1
-        inspection.ids.append((message.message_id, reason, age))
-    await release(dlq, messages)
-    return inspection
-
-
-@dataclass
-class Redrive:
-    sent: int = 0
-    skipped_rejected: int = 0
-    failed: int = 0
-    via_move_task: bool = False
-    #: How SQS's move task ended when it did not complete: its status and FailureReason.
-    move_task_failure: str | None = None
-
-
-def copy_of(message: ReceivedMessage) -> OutboundMessage:
-    """The command as it was first sent: same body, same attributes, the stage's removed."""
-    attributes: dict[str, str | int] = {
-        name: int(value) if name in NUMBER_ATTRIBUTES and value.isdigit() else value
-        for name, value in message.attributes.items()
-        if name not in STAGE_ATTRIBUTES
-    }
-    return OutboundMessage(
-        message.body,
-        group_id=message.message_id,
-        deduplication_id=message.message_id,
-        attributes=attributes or None,
-        trace_header=message.trace_header,  # the redriven command stays in its trace
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    dlq = commands.add_parser("dlq", help="the converse queue's dead-letter queue")
+    dlq_commands = dlq.add_subparsers(dest="dlq_command", required=True)
+    inspect = dlq_commands.add_parser("inspect", help="counts by reason and age; never bodies")
+    inspect.add_argument("--ids", action="store_true", help="list each message id too")
+    redrive = dlq_commands.add_parser("redrive", help="send retry-exhausted commands back")
+    redrive.add_argument(
+        "--include-rejected", action="store_true", help="also messages the stage rejected"
     )
+    redrive.add_argument(
+        "--rate",
+        type=redrive_rate,
+        default=10,
+        help=f"messages a second, {MIN_RATE} to {MAX_RATE} (default 10)",
+    )
+    redrive.add_argument("--limit", type=positive_count, help="stop after this many")
+    dlq.set_defaults(execute=run_dlq)
 
 
-async def redrive(
-    dlq: SqsQueue,
-    converse: SqsQueue,
-    *,
-    include_rejected: bool,
-    per_second: int,
-    limit: int | None = None,
-    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-    clock: Callable[[], float] = time.monotonic,
-) -> Redrive:
-    """Send retry-exhausted messages (and rejected ones with ``include_rejected``) back to
-    the converse queue at most ``per_second`` a second; delete each only after its copy
-    was sent. Rejected messages left behind become visible again at the end."""
-    if not MIN_RATE <= per_second <= MAX_RATE:
-        raise ValueError(f"per_second must be from {MIN_RATE} to {MAX_RATE}")
-    result = Redrive()
-    kept_back: list[ReceivedMessage] = []
-    started = clock()
-    while limit is None or result.sent < limit:
-        room = 10 if limit is None else min(10, limit - result.sent)
-        batch = await dlq.receive(room, 1, visibility_timeout=HOLD_SECONDS)
-        if not batch:
-            break
-        chosen = [m for m in batch if include_rejected or REASON_ATTRIBUTE not in m.attributes]
-        kept_back += [m for m in batch if m not in chosen]
-        result.skipped_rejected += len(batch) - len(chosen)
-        if not chosen:
-            continue
-        outcomes = await converse.send_batch([copy_of(m) for m in chosen])
-        sent = [m for m, outcome in zip(chosen, outcomes, strict=True) if isinstance(outcome, str)]
-        kept_back += [m for m, o in zip(chosen, outcomes, strict=True) if not isinstance(o, str)]
-        result.failed += len(chosen) - len(sent)
-        if sent:
-            refused = await dlq.delete_batch(sent)
-            # A refused delete leaves a copy in both queues; the ledger makes the second
-            # delivery a no-op, so it is reported, not undone.
-            result.failed += len(refused)
-        result.sent += len(sent)
-        ahead = result.sent / per_second - (clock() - started)
-        if ahead > 0:
-            await sleep(ahead)
-    await release(dlq, kept_back)
-    return result
+def run_dlq(args: argparse.Namespace) -> int:
+    return run_operator(dead_letter_command, args)
 
 
-async def redrive_everything(
-    admin: QueueAdmin,
-    dlq: SqsQueue,
-    converse: SqsQueue,
-    *,
-    per_second: int,
-    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-) -> Redrive | None:
-    """SQS's own move task, for a redrive that filters nothing; None where the endpoint has
-    no such task (moto), so the caller falls back to :func:`redrive` at the same rate.
+async def dead_letter_command(args: argparse.Namespace) -> int:
+    from worker.adapters.sqs import SqsQueue
+    from worker.adapters.sqs_admin import QueueAdmin
+    from worker.app.runtime import aws_clients
+    from worker.cli import dlq_operations as dlq
 
-    A task that ends other than COMPLETED (FAILED, CANCELLING, CANCELLED) is reported in
-    ``move_task_failure`` with SQS's FailureReason, never replaced by another path: the
-    messages it did not move stay in the dead-letter queue. A refused start is raised.
-    """
-    if not MIN_RATE <= per_second <= MAX_RATE:
-        raise ValueError(f"per_second must be from {MIN_RATE} to {MAX_RATE}")
-    source = await admin.arn(dlq.url)
-    handle = await admin.start_move(source, await admin.arn(converse.url), per_second)
-    if handle is None:
-        return None
-    while True:
-        task = await admin.move_task(source, handle)
-        if task is not None and task.status != "RUNNING":
-            result = Redrive(sent=task.moved, via_move_task=True)
-            if task.status != "COMPLETED":
-                reason = f": {task.failure_reason}" if task.failure_reason else ""
-                result.move_task_failure = f"{task.status}{reason}"
-            return result
-        await sleep(MOVE_TASK_POLL_SECONDS)
+    url = converse_queue_url()
+    async with aws_clients(pool_size=10) as clients:
+        converse = SqsQueue(clients.sqs, url)
+        description = await converse.describe()
+        if description.dead_letter is None:
+            raise ConfigError("CONVERSE_QUEUE_URL: the queue has no RedrivePolicy")
+        dead_letters = description.dead_letter
+        if args.dlq_command == "inspect":
+            inspection = await dlq.inspect(dead_letters)
+            print("\n".join(inspection.lines(with_ids=args.ids)))
+            return 0
+        result = None
+        if args.include_rejected and args.limit is None:
+            result = await dlq.redrive_everything(
+                QueueAdmin(clients.sqs), dead_letters, converse, per_second=args.rate
+            )
+        if result is None:
+            result = await dlq.redrive(
+                dead_letters,
+                converse,
+                include_rejected=args.include_rejected,
+                per_second=args.rate,
+                limit=args.limit,
+            )
+        how = "SQS message move task" if result.via_move_task else "receive, send, delete"
+        print(f"redriven {result.sent} to the converse queue ({how})")
+        if result.move_task_failure:
+            print(
+                f"worker: the SQS message move task ended {result.move_task_failure}; "
+                "what it did not move stays in the dead-letter queue",
+                file=sys.stderr,
+            )
+            return 1
+        if result.skipped_rejected:
+            print(f"left {result.skipped_rejected} rejected (--include-rejected sends them too)")
+        if result.failed:
+            print(f"{result.failed} could not be moved: they stay in the dead-letter queue")
+        return 0 if not result.failed else 1

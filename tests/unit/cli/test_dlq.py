@@ -8,9 +8,10 @@ from dataclasses import dataclass, field
 import pytest
 
 from worker.adapters.sqs_admin import MoveTask
-from worker.cli import dlq, main
+from worker.cli import dlq_operations as dlq
+from worker.cli import main
 from worker.cli.arguments import redrive_rate
-from worker.cli.dlq import age_bucket, copy_of
+from worker.cli.dlq_operations import age_bucket, copy_of
 from worker.ports import ReceivedMessage
 
 NOW = 1_800_000_000.0
