@@ -2,5 +2,5 @@
 without a tracing SDK), the naive consumer a typical user would write, and the replayed
 ceiling of the stage's AWS calls.
 
-May import: :mod:`bench.servers`, :mod:`bench.load` and :mod:`worker`.
+May import: :mod:`bench.servers` and :mod:`worker`.
 """

@@ -1,7 +1,7 @@
 """The processes under measurement: each one its own OS process, started, sampled, stopped.
 
 - ``worker``: the real worker (``python -m bench.contenders.worker_process``: ``worker run``
-  with its calls counted);
+  with its calls counted), one process or two on one stack (:class:`Group`);
 - ``naive``: :mod:`bench.contenders.naive_consumer`;
 - ``replay``: :mod:`bench.contenders.api_replay`.
 
@@ -118,56 +118,19 @@ def _proc(pid: int) -> dict[str, Any]:
     }
 
 
-def python() -> str:
-    return sys.executable
-
-
-def worker(env: dict[str, str], workdir: Path, name: str = "worker", **extra: str) -> Contender:
+def process(module: str, env: dict[str, str], workdir: Path, name: str, *args: str) -> Contender:
+    """``python -m <module> <args>`` with ``env``, its stats and log under ``workdir``."""
     return Contender(
         name,
-        [python(), "-m", "bench.contenders.worker_process"],
-        {**env, **extra},
-        workdir / f"{name}.stats.json",
-        workdir / f"{name}.log",
-    )
-
-
-def naive(env: dict[str, str], workdir: Path, name: str = "naive") -> Contender:
-    return Contender(
-        name,
-        [python(), "-m", "bench.contenders.naive_consumer"],
+        [sys.executable, "-m", module, *args],
         env,
         workdir / f"{name}.stats.json",
         workdir / f"{name}.log",
     )
 
 
-def replay(
-    env: dict[str, str],
-    workdir: Path,
-    payloads: Path,
-    *,
-    lanes: int,
-    batch: int,
-    name: str = "replay",
-) -> Contender:
-    return Contender(
-        name,
-        [
-            python(),
-            "-m",
-            "bench.contenders.api_replay",
-            "--payloads",
-            str(payloads),
-            "--lanes",
-            str(lanes),
-            "--batch",
-            str(batch),
-        ],
-        env,
-        workdir / f"{name}.stats.json",
-        workdir / f"{name}.log",
-    )
+def worker(env: dict[str, str], workdir: Path, name: str = "worker") -> Contender:
+    return process("bench.contenders.worker_process", env, workdir, name)
 
 
 def diff(after: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
@@ -231,5 +194,4 @@ def merge(documents: list[dict[str, Any]]) -> dict[str, Any]:
     out["proc"] = {
         "peak_rss_bytes": max(d.get("proc", {}).get("peak_rss_bytes", 0) for d in documents)
     }
-    out["event_loop"] = documents[0].get("event_loop") if documents else None
     return out

@@ -1,7 +1,8 @@
 """The consumer a typical user would write: boto3, one message at a time, in sequence.
 
 receive 1 message → parse → one Query (the same newest-first page as the stage) → the
-project's own window and payload functions → ``send_message`` → ``delete_message``.
+stage's own plan (:func:`worker.planning.plan_turn`) and payload → ``send_message`` →
+``delete_message``.
 
 It does the same work per command as the stage, minus the stage's reliability: no
 idempotency ledger (a claim and a share of a batched done mark a command), no lease
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import signal
 import sys
-from typing import Any
 
 import boto3
 from botocore.config import Config
@@ -24,25 +24,18 @@ from botocore.config import Config
 from bench.contenders.callcount import CallCounter, install_snapshot_handler
 from worker.adapters.dynamodb import history_page, history_page_query
 from worker.errors import RejectedCommand
-from worker.memory import FoldState, HistoryMessage, bound_history, render_converse
+from worker.planning import plan_turn
 from worker.settings import load_settings
 from worker.turn.commands import encode_body, parse_command, prompt_payload
 
 
-def load_page(
-    dynamodb: Any, table: str, conversation_id: str, limit: int
-) -> tuple[FoldState, tuple[HistoryMessage, ...]]:
-    """The stage's Query, its answer read by the stage's own parser."""
-    page = history_page(dynamodb.query(**history_page_query(table, conversation_id, limit)))
-    return page.state, page.messages
-
-
 def main() -> int:
     settings = load_settings()
-    config = Config(retries={"mode": "standard", "max_attempts": 3})
+    config = settings.plan_config
+    retries = Config(retries={"mode": "standard", "max_attempts": 3})
     counter = CallCounter()
-    sqs = counter.attach(boto3.client("sqs", config=config))
-    dynamodb = counter.attach(boto3.client("dynamodb", config=config))
+    sqs = counter.attach(boto3.client("sqs", config=retries))
+    dynamodb = counter.attach(boto3.client("dynamodb", config=retries))
     writer = install_snapshot_handler(counter)
     running = True
 
@@ -61,15 +54,14 @@ def main() -> int:
                     command = parse_command(message["Body"])
                 except RejectedCommand:
                     continue  # a typical loop leaves it for the redrive policy
-                state, history = load_page(
-                    dynamodb,
-                    settings.history_table,
-                    command.conversation_id,
-                    settings.history_page_size,
+                query = history_page_query(
+                    settings.history_table, command.conversation_id, settings.history_page_size
                 )
-                window = bound_history(history, settings.window_limits)
-                view = render_converse(window, command.message, state.summary)
-                body = encode_body(prompt_payload(command, window, state, view))
+                page = history_page(dynamodb.query(**query))  # the stage's own parser
+                plan = plan_turn(page, command.message, sent_at=command.sent_time, config=config)
+                shown = (plan.summary, plan.folded_through)
+                payload = prompt_payload(command, plan.window, page.state, plan.view, shown=shown)
+                body = encode_body(payload)
                 sqs.send_message(QueueUrl=settings.model_queue_url, MessageBody=body)
                 sqs.delete_message(
                     QueueUrl=settings.converse_queue_url, ReceiptHandle=message["ReceiptHandle"]

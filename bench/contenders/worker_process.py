@@ -8,8 +8,7 @@ logging, same event loop choice, same signals) with two additions:
   and one more is written when the worker exits.
 
 ``BENCH_CONSUMED_CAPACITY=1`` asks DynamoDB to return the capacity each Query and
-UpdateItem consumed. ``BENCH_WORKER_PATH`` runs another copy of the ``worker`` package
-(the "before" tree of the optimisation table) under the same instrumentation.
+UpdateItem consumed.
 Run: ``python -m bench.contenders.worker_process`` with the worker's environment.
 """
 
@@ -23,24 +22,12 @@ import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
+import worker.app.runtime as runtime
+import worker.cli
 from bench.contenders.callcount import CallCounter, install_snapshot_handler
 
 
 def main() -> int:
-    if os.environ.get("BENCH_EVENT_LOOP") == "uvloop":
-        import uvloop
-
-        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
-    alternative = os.environ.get("BENCH_WORKER_PATH")
-    if alternative:
-        sys.path.insert(0, alternative)
-    import worker.cli
-
-    try:
-        import worker.app.runtime as runtime
-    except ModuleNotFoundError:  # a tree from before the packages (``--before``)
-        import worker.runtime as runtime  # type: ignore[no-redef]
-
     counter = CallCounter(consumed_capacity=os.environ.get("BENCH_CONSUMED_CAPACITY") == "1")
     writer = install_snapshot_handler(counter)
     original_clients = runtime.aws_clients
@@ -56,7 +43,6 @@ def main() -> int:
     async def run_worker(settings: Any, stopping: asyncio.Event) -> None:
         if writer is not None:  # as a loop callback: never in the middle of a count
             asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, writer.write)
-            writer.extra["event_loop"] = type(asyncio.get_running_loop()).__module__
         await original_run(settings, stopping)
 
     runtime.aws_clients = counted_clients  # type: ignore[assignment]

@@ -6,9 +6,8 @@ question and its answer (seq ``2t``). The conversations are the workload's own
 (:func:`bench.load.workload.mixed_conversations`: 200 legal matters of 20-1,000
 messages, the same text source).
 
-Around the turns, everything is scripted and deterministic, so every contender (and the
-real worker in either mode, and the pure model of it) sees the same schedule whatever
-order the conversations run in:
+Around the turns, everything is scripted and deterministic, so every contender sees the
+same schedule whatever order the conversations run in:
 
 - :class:`ScriptedCompactor`: each compaction request lands 1-3 turns after the turn that
   sent it (seeded per conversation and ``through``), the fold mark only moving forward;
@@ -16,28 +15,38 @@ order the conversations run in:
   estimated tokens), cut from clause-like text seeded per conversation and mark;
 - :func:`pause`: the seconds between two turns of one conversation under a named model
   (:data:`PAUSE_MODELS`), seeded per conversation: what the prompt cache's TTL meets.
+
+Each turn is decided by the stage's own code (:func:`replay_plans`): the history table in
+memory (:class:`ReplayedHistory`) read by :func:`worker.turn.reading.read_turn`, each page
+planned by :func:`worker.planning.plan_turn`.
 """
 
 from __future__ import annotations
 
 import math
 import random
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Coroutine, Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from functools import cache
+from functools import cache, partial
+from typing import Any, TypeVar, cast
 
 from bench.load.workload import corpus, mixed_conversations
+from worker.caching.anchor import WindowAnchor
 from worker.memory import (
-    CompactionPlan,
     FoldLimits,
     FoldState,
     HistoryMessage,
-    WindowLimits,
     estimate_tokens,
     plan_compaction,
     trim_message,
 )
+from worker.planning import PlanConfig, TurnPlan, plan_turn
+from worker.ports import HistoryPage
+from worker.settings import Settings
+from worker.turn.reading import read_turn
+
+T = TypeVar("T")
 
 #: The replay's clock starts here (any fixed instant: only differences matter).
 START = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
@@ -55,10 +64,6 @@ PAUSE_MODELS: dict[str, str] = {
     "4 min, sigma 0.8, clipped to 20 s-60 min): a long answer read, a clause checked",
     "mixed": "each conversation draws a profile: 40% brisk (sessions: 30 s-3 min), 30% "
     "deliberate, 20% interrupted, 10% cold, each with its breaks between sessions as above",
-    # cache_sim's models (issue 19's first estimate), kept as they were:
-    "brisk": "20 s-4 min (uniform), always within the 5-minute TTL",
-    "typical": "75% 20 s-4 min, 15% 4-15 min, 10% 20 min-4 h (uniform in each band)",
-    "slow": "60% 1-10 min, 40% 10 min-2 h (uniform in each band)",
 }
 
 
@@ -81,18 +86,10 @@ def pause(rng: random.Random, model: str) -> float:
         if roll < 0.05:
             return math.exp(rng.uniform(math.log(3_600), math.log(16 * 3_600)))
         return min(3_600.0, max(20.0, 240.0 * math.exp(rng.gauss(0.0, 0.8))))
-    if model == "brisk":  # always within the 5-minute TTL
-        return rng.uniform(20, 240)
-    if model == "typical":  # reading an answer and typing; now and then away
-        if roll < 0.75:
-            return rng.uniform(20, 240)
-        return rng.uniform(240, 900) if roll < 0.9 else rng.uniform(1_200, 14_400)
-    if model == "slow":  # long reviews between questions
-        return rng.uniform(60, 600) if roll < 0.6 else rng.uniform(600, 7_200)
     raise ValueError(f"unknown pause model {model!r}")
 
 
-#: The ``mixed`` population's profiles and their shares (issue 24's study).
+#: The ``mixed`` population's profiles and their shares.
 MIXED_PROFILES: tuple[tuple[str, float], ...] = (
     ("sessions", 0.4),
     ("deliberate", 0.3),
@@ -145,9 +142,11 @@ class ReplayedConversation:
         """What is stored when ``turn`` is sent, oldest first."""
         return self.messages[: 2 * turn - 2]
 
-    def exchange(self, turn: int) -> tuple[HistoryMessage, ...]:
-        """What the writer stores after ``turn``: its question and the answer."""
-        return self.messages[2 * turn - 2 : 2 * turn]
+    def at(self, times: Sequence[float]) -> ReplayedConversation:
+        """The same conversation, each question and answer stamped (``created_at``) with the
+        time of its turn, ``times[t - 1]`` seconds into the replay for turn ``t``."""
+        stamped = (replace(m, created_at=stamp(times[(m.seq - 1) // 2])) for m in self.messages)
+        return ReplayedConversation(self.conversation_id, tuple(stamped))
 
     def cumulative_tokens(self, message_max_tokens: int) -> list[int]:
         """Estimated tokens (each message as the window would trim it) of the messages
@@ -205,13 +204,9 @@ class ScriptedCompactor:
         """The fold mark before ``turn``, given the mark before the last landing."""
         return max([folded_through, *self.landings.pop(turn, [])])
 
-    def pending(self) -> Iterator[int]:
-        """Turns with a landing still to come."""
-        return iter(sorted(self.landings))
-
 
 #: The retry period the replay's requests live under: none is ever overdue (the scripted
-#: compactor answers every request; the worker runs with the same setting).
+#: compactor answers every request).
 NO_RETRY = timedelta(days=1)
 
 
@@ -225,34 +220,100 @@ class FoldTrack:
     summary: str | None = None
     requested_through: int | None = None
 
-    def before_turn(self, turn: int) -> bool:
-        """Land the folds due before ``turn``; True when the mark moved."""
+    def before_turn(self, turn: int) -> None:
+        """Land the folds due before ``turn``."""
         folded = self.compactor.land(turn, self.folded_through)
-        if folded == self.folded_through:
-            return False
-        self.folded_through = folded
-        compactor = self.compactor
-        self.summary = fold_summary(compactor.conversation_id, folded, seed=compactor.seed)
-        return True
+        if folded != self.folded_through:
+            self.folded_through = folded
+            compactor = self.compactor
+            self.summary = fold_summary(compactor.conversation_id, folded, seed=compactor.seed)
 
     def state(self) -> FoldState:
         return FoldState(self.folded_through, self.summary, self.requested_through, START)
 
-    def due(
-        self, history: Sequence[HistoryMessage], limits: WindowLimits, fold: FoldLimits
-    ) -> CompactionPlan | None:
-        """The request the stage sends on this turn, from the page it reads (the newest
-        ``max_messages + 1`` messages), or None."""
-        page = tuple(reversed(history[-(limits.max_messages + 1) :]))
-        return plan_compaction(
-            page,
-            self.state(),
+    def after_turn(self, turn: int, page: HistoryPage, fold: FoldLimits) -> int | None:
+        """The fold request the stage sends on ``turn`` from the ``page`` it read (its own
+        trigger, :func:`plan_compaction`), recorded to land later; its ``through``, or None."""
+        plan = plan_compaction(
+            page.messages,
+            page.state,
             FoldLimits(fold.fold_min_tokens, fold.window_max_messages, NO_RETRY),
-            older_unread=len(history) > len(page),
+            older_unread=page.older is not None,
             now=START,
         )
+        if plan is None:
+            return None
+        self.requested_through = plan.through
+        self.compactor.requested(turn, plan.through)
+        return plan.through
 
-    def requested(self, turn: int, through: int) -> int:
-        """A request for ``through`` went out at ``turn``; returns the turn it lands before."""
-        self.requested_through = through
-        return self.compactor.requested(turn, through)
+
+def stamp(seconds: float) -> datetime:
+    """A turn's time as a stored message and a command carry it: whole seconds."""
+    return START + timedelta(seconds=int(seconds))
+
+
+@dataclass
+class ReplayedHistory:
+    """One replayed conversation's history table in memory, as the stage reads it (a
+    :class:`worker.ports.HistoryStore`): on the newest page the ``state`` item (the fold
+    track's mark and summary, and the anchor last written), then the stored messages newest
+    first, ``limit`` items a page."""
+
+    messages: tuple[HistoryMessage, ...]  # the whole conversation, oldest first
+    track: FoldTrack
+    stored: int = 0  # seqs 1..stored are stored
+    anchor: WindowAnchor | None = None
+
+    async def load_page(
+        self, conversation_id: str, limit: int, *, older_than: str | None = None
+    ) -> HistoryPage:
+        newest = self.stored if older_than is None else int(older_than) - 1
+        oldest = max(0, newest - (limit - 1 if older_than is None else limit))
+        return HistoryPage(
+            state=self.track.state() if older_than is None else FoldState(),
+            messages=tuple(reversed(self.messages[oldest:newest])),
+            older=str(oldest + 1) if oldest else None,
+            anchor=self.anchor if older_than is None else None,
+        )
+
+
+def finished(coroutine: Coroutine[Any, Any, T]) -> T:
+    """The result of a coroutine that never waits (it reads only :class:`ReplayedHistory`),
+    run without an event loop."""
+    try:
+        coroutine.send(None)
+    except StopIteration as done:
+        return cast("T", done.value)
+    coroutine.close()
+    raise RuntimeError("the coroutine waited for something")
+
+
+def replay_plans(
+    conversation: ReplayedConversation,
+    config: PlanConfig,
+    times: Sequence[float],
+    *,
+    settings: Settings,
+    seed: int = 11,
+) -> Iterator[TurnPlan]:
+    """Every turn of ``conversation`` as the stage decides it under ``config``, turn ``t``
+    sent ``times[t - 1]`` seconds into the replay: the stage's read (:func:`read_turn`: the
+    newest page, older ones while the plan needs them), its plan (:func:`plan_turn`), the
+    anchor it writes and the fold request it sends. The messages are stored as
+    ``conversation`` holds them (:meth:`ReplayedConversation.at` stamps them)."""
+    cid = conversation.conversation_id
+    history = ReplayedHistory(conversation.messages, FoldTrack(ScriptedCompactor(cid, seed)))
+    for turn in range(1, conversation.turns + 1):
+        history.track.before_turn(turn)
+        history.stored = 2 * turn - 2
+        decide = partial(
+            plan_turn,
+            message=conversation.question(turn).content,
+            sent_at=stamp(times[turn - 1]),
+            config=config,
+        )
+        plan = finished(read_turn(history, cid, page_size=settings.history_page_size, plan=decide))
+        history.anchor = plan.anchor_to_write or history.anchor
+        history.track.after_turn(turn, plan.page, settings.fold_limits)
+        yield plan

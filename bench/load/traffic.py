@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,14 +40,9 @@ class Drain:
     #: own, so a lazy drain costs the latency figures nothing and moto far fewer calls.
     pause: float = 0.0
     arrivals: dict[str, Arrival] = field(default_factory=dict)
-    bodies: dict[str, str] = field(default_factory=dict)
     duplicates: int = 0  # a second payload (another SQS message) for a command
     redelivered: int = 0  # the same SQS message handed to the drain twice
     _message_ids: set[str] = field(default_factory=set)
-    keep_bodies: bool = False
-    #: Reads a body that is an S3 pointer (the Extended Client's format) from S3; without
-    #: it a pointer body is keyed under its message id.
-    resolve: Callable[[str], Awaitable[str]] | None = None
     _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
     _running: list[asyncio.Task[None]] = field(default_factory=list)
 
@@ -92,8 +87,6 @@ class Drain:
                         continue
                     self._message_ids.add(message["MessageId"])
                     body = message["Body"]
-                    if self.resolve is not None:
-                        body = await self.resolve(body)
                     document = json.loads(body)
                     command_id = (
                         document.get("command_id", "?")
@@ -108,8 +101,6 @@ class Drain:
                         int(message["Attributes"]["SentTimestamp"]),
                         len(body.encode("utf-8")),
                     )
-                    if self.keep_bodies:
-                        self.bodies[command_id] = body
                 self._changed.notify_all()
 
     async def wait(self, predicate: Callable[[], bool], within: float) -> bool:
@@ -122,6 +113,17 @@ class Drain:
 
     async def wait_for(self, command_ids: Sequence[str], within: float) -> bool:
         return await self.wait(lambda: all(c in self.arrivals for c in command_ids), within)
+
+
+@contextlib.asynccontextmanager
+async def draining(sqs: Any, url: str, **options: Any) -> AsyncIterator[Drain]:
+    """A :class:`Drain` on ``url``, running for the block."""
+    drain = Drain(sqs, url, **options)
+    drain.start()
+    try:
+        yield drain
+    finally:
+        await drain.stop()
 
 
 async def send_batch(sqs: Any, url: str, commands: Sequence[Command]) -> None:
@@ -140,7 +142,6 @@ async def feed_closed_loop(
     drain: Drain,
     *,
     window: int,
-    sent_at: dict[str, float] | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> None:
     """Send ``commands`` in batches of ten, never more than ``window`` not yet arrived.
@@ -162,10 +163,6 @@ async def feed_closed_loop(
                 f"no progress for 60 s: {sent} sent, {arrived()} arrived on the model queue"
             )
         batch = commands[sent : sent + 10]
-        now = time.time()
-        if sent_at is not None:
-            for command in batch:
-                sent_at[command.command_id] = now
         await send_batch(sqs, url, batch)
         sent += len(batch)
         if progress is not None and sent >= next_report:
@@ -179,7 +176,7 @@ async def feed_at_rate(
     commands: Sequence[Command],
     *,
     rate: float,
-    sent_at: dict[str, float],
+    sent_at: dict[str, float] | None = None,
 ) -> float:
     """Send one command every ``1/rate`` s on a fixed schedule (open loop: a slow send
     does not delay the next); returns the achieved rate."""
@@ -188,7 +185,8 @@ async def feed_at_rate(
     pending: set[asyncio.Task[Any]] = set()
 
     async def send_one(command: Command) -> None:
-        sent_at[command.command_id] = time.time()
+        if sent_at is not None:
+            sent_at[command.command_id] = time.time()
         await sqs.send_message(QueueUrl=url, MessageBody=command.body)
 
     for i, command in enumerate(commands):

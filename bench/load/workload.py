@@ -19,23 +19,18 @@ import json
 import math
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from worker.adapters.history_writer import message_item, write_items
 from worker.adapters.history_writer import state_item as history_state_item
-from worker.memory import (
-    FoldLimits,
-    FoldState,
-    HistoryMessage,
-    WindowLimits,
-    bound_history,
-    render_converse,
-)
+from worker.memory import FoldLimits, FoldState, HistoryMessage, Role, WindowLimits
 from worker.memory.fold import plan_compaction
+from worker.planning import TurnPlan, plan_turn
+from worker.ports import HistoryPage
 from worker.settings import Settings
-from worker.turn.commands import encode_body, parse_command, prompt_payload
+from worker.turn.commands import ConverseCommand, encode_body, parse_command, prompt_payload
 
 _CLAUSES = (
     "the Buyer shall Seller may terminate this Agreement upon written notice to other party "
@@ -74,17 +69,11 @@ class Conversation:
     state: FoldState
     fold_due: bool = False
 
-
-@dataclass
-class Workload:
-    conversations: list[Conversation]
-    window_limits: WindowLimits = field(
-        default_factory=lambda: Settings.at_defaults().window_limits
-    )
-    fold_limits: FoldLimits = field(default_factory=lambda: Settings.at_defaults().fold_limits)
-
-    def by_id(self) -> dict[str, Conversation]:
-        return {c.conversation_id: c for c in self.conversations}
+    @property
+    def page(self) -> HistoryPage:
+        """What the stage's first read of this conversation returns."""
+        older = f"{self.length - len(self.newest)}" if self.length > len(self.newest) else None
+        return HistoryPage(self.state, self.newest, older=older)
 
 
 class TextSource:
@@ -106,6 +95,24 @@ class TextSource:
                 return HistoryMessage(seq, "user", self.cut(rng.randint(6_000, 30_000)))
             return HistoryMessage(seq, "user", self.question())
         return HistoryMessage(seq, "assistant", self.cut(rng.choice((120, 400, 1_600, 2_400))))
+
+
+#: Part 1's synthetic history lengths.
+SYNTHETIC_LENGTHS = (100, 1_000, 10_000, 100_000)
+
+
+def synthetic_history(length: int, seed: int = 7) -> list[HistoryMessage]:
+    """Newest first, part 1's synthetic mix: 200-character questions, answers of 120-2,400
+    characters, and now and then (3 %) a pasted 30,000-character contract."""
+    rng = random.Random(seed)
+    messages = []
+    for seq in range(length, 0, -1):
+        role: Role = "user" if seq % 2 else "assistant"
+        size = rng.choice((120, 400, 1_600, 2_400)) if role == "assistant" else 200
+        if rng.random() < 0.03:
+            size = 30_000
+        messages.append(HistoryMessage(seq=seq, role=role, content="x" * size))
+    return messages
 
 
 def page_size(limits: WindowLimits) -> int:
@@ -218,36 +225,42 @@ class Command:
     body: str
 
 
+def command_to(conversation: Conversation, command_id: str, message: str, **fields: str) -> Command:
+    """A converse command to ``conversation``, as a producer sends it."""
+    body = {
+        "type": "converse",
+        "command_id": command_id,
+        "conversation_id": conversation.conversation_id,
+        "message": message,
+        **fields,
+    }
+    return Command(command_id, conversation.conversation_id, json.dumps(body, ensure_ascii=False))
+
+
 def make_commands(
     run: str, conversations: Sequence[Conversation], count: int, text: TextSource, *, seed: int = 5
 ) -> list[Command]:
     """``count`` converse commands, each to a conversation chosen at random."""
     rng = random.Random(seed)
-    commands = []
-    for i in range(count):
-        conversation = rng.choice(conversations)
-        command_id = f"{run}-{i:06d}"
-        body = json.dumps(
-            {
-                "type": "converse",
-                "command_id": command_id,
-                "conversation_id": conversation.conversation_id,
-                "message": text.question(),
-                "sent_at": "2026-11-30T09:00:00Z",
-            },
-            ensure_ascii=False,
-        )
-        commands.append(Command(command_id, conversation.conversation_id, body))
-    return commands
+    return [
+        command_to(rng.choice(conversations), f"{run}-{i:06d}", text.question(),
+                   sent_at="2026-11-30T09:00:00Z")
+        for i in range(count)
+    ]  # fmt: skip
 
 
-def expected_payload(command: Command, conversation: Conversation, limits: WindowLimits) -> str:
+def stage_prompt(command: ConverseCommand, page: HistoryPage) -> tuple[TurnPlan, dict[str, Any]]:
+    """The stage's plan for ``command`` over ``page`` at its default settings, and the prompt
+    payload it sends."""
+    config = Settings.at_defaults().plan_config
+    plan = plan_turn(page, command.message, sent_at=command.sent_time, config=config)
+    shown = (plan.summary, plan.folded_through)
+    return plan, prompt_payload(command, plan.window, page.state, plan.view, shown=shown)
+
+
+def expected_payload(command: Command, conversation: Conversation) -> str:
     """The prompt body the stage sends for ``command`` (what the replay sends as is)."""
-    parsed = parse_command(command.body)
-    window = bound_history(conversation.newest, limits)
-    state = conversation.state
-    view = render_converse(window, parsed.message, state.summary)
-    return encode_body(prompt_payload(parsed, window, state, view))
+    return encode_body(stage_prompt(parse_command(command.body), conversation.page)[1])
 
 
 def fold_through(conversation: Conversation, limits: FoldLimits | None = None) -> int:

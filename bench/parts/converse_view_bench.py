@@ -2,39 +2,41 @@
 payload's size with and without the ``converse`` view.
 
 - Time: the window (``bound_history``) and the renderer (``render_converse``, on the window
-  just built) over the same histories, newest first: the window bench's synthetic
-  histories from 100 to 100,000 messages, and the benchmark workload's 200 legal-matter
-  pages (the page the worker's one Query returns). Each figure is the median over
-  batches of calls.
+  just built) over the same histories, newest first: part 1's synthetic histories from
+  100 to 100,000 messages, and the benchmark workload's 200 legal-matter pages (the page
+  the worker's one Query returns). Each figure is the median over batches of calls.
 - Size: the prompt payload of one command on each of the workload's 200 conversations,
-  encoded as the worker sends it, against the same payload without ``converse`` and
-  ``window.left_out`` (the payload before the view existed).
+  as the stage plans and encodes it, against the same payload without ``converse`` and
+  ``window.left_out``.
 
-Run: ``.venv/bin/python -m bench.parts.converse_view_bench`` (``make bench`` runs it as part 1b).
+Run: ``.venv/bin/python -m bench.parts.converse_view_bench [--quick] [--write]`` (part 1b of
+``make bench``).
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
+import sys
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
-from bench.load.workload import make_commands, mixed_conversations
-from bench.parts.window_bench import LENGTHS, make_history
+from bench.load.workload import (
+    SYNTHETIC_LENGTHS,
+    make_commands,
+    mixed_conversations,
+    stage_prompt,
+    synthetic_history,
+)
 from worker.delivery.pointers import message_size
-from worker.memory import HistoryMessage, Window, WindowLimits, bound_history, render_converse
-from worker.turn.commands import encode_body, parse_command, prompt_payload
+from worker.memory import HistoryMessage, Window, bound_history, render_converse
+from worker.settings import Settings
+from worker.turn.commands import encode_body, parse_command
 
-#: The contract's defaults.
-LIMITS = WindowLimits(max_tokens=4000, max_messages=25, floor_messages=10, message_max_tokens=1000)
+LIMITS = Settings.at_defaults().window_limits
 CURRENT = "Given all that, can the buyer terminate under clause 14.2 now?"
 SUMMARY = "Counsel acts for the buyer under a 2024 master supply agreement. " * 20
-#: SQS's inline limit of the contract's default (PAYLOAD_INLINE_MAX_BYTES).
-INLINE_MAX_BYTES = 262_144
+INLINE_MAX_BYTES = Settings.at_defaults().payload_inline_max_bytes
 
 
 def median_seconds(call: Callable[[], object], *, batches: int, per_batch: int) -> float:
@@ -75,11 +77,7 @@ def payload_sizes() -> dict[str, Any]:
     commands = make_commands("size", conversations, len(conversations), text)
     before, after = [], []
     for command in commands:
-        conversation = by_id[command.conversation_id]
-        parsed = parse_command(command.body)
-        window = bound_history(conversation.newest, LIMITS)
-        view = render_converse(window, parsed.message, conversation.state.summary)
-        payload = prompt_payload(parsed, window, conversation.state, view)
+        _, payload = stage_prompt(parse_command(command.body), by_id[command.conversation_id].page)
         after.append(message_size(encode_body(payload)))
         del payload["converse"]
         del payload["window"]["left_out"]
@@ -105,8 +103,8 @@ def payload_sizes() -> dict[str, Any]:
 def run(*, quick: bool = False) -> dict[str, Any]:
     batches, per_batch = (5, 20) if quick else (31, 200)
     synthetic = []
-    for length in LENGTHS:
-        row = time_pair([make_history(length)], batches=batches, per_batch=per_batch)
+    for length in SYNTHETIC_LENGTHS:
+        row = time_pair([synthetic_history(length)], batches=batches, per_batch=per_batch)
         synthetic.append({"messages": length, **row})
     built, _ = mixed_conversations(200)
     pages = [conversation.newest for conversation, _ in built]
@@ -118,32 +116,14 @@ def run(*, quick: bool = False) -> dict[str, Any]:
     }
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--out", type=Path, help="write the results as JSON here")
-    args = parser.parse_args(argv)
-    results = run(quick=args.quick)
-    print(f"{'messages':>9}  {'window µs':>10}  {'render µs':>10}  {'render/window':>13}")
-    for row in results["synthetic"]:
-        print(
-            f"{row['messages']:>9,}  {row['window_seconds'] * 1e6:>10.2f}  "
-            f"{row['render_seconds'] * 1e6:>10.2f}  {100 * row['ratio']:>12.1f}%"
-        )
-    pages = results["workload_pages"]
-    print(
-        f"workload pages ({pages['pages']}): window {pages['window_seconds'] * 1e6:.2f} µs, "
-        f"render {pages['render_seconds'] * 1e6:.2f} µs, {100 * pages['ratio']:.1f}%"
-    )
-    sizes = results["sizes"]
-    print(
-        f"payload bytes, median {sizes['before']['median']:,.0f} -> {sizes['after']['median']:,.0f}"
-        f", p95 {sizes['before']['p95']:,} -> {sizes['after']['p95']:,}, "
-        f"total x{sizes['ratio_of_totals']:.2f}"
-    )
-    if args.out:
-        args.out.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+def main(argv: Sequence[str] | None = None) -> int:
+    from bench.reports import report, sections
+
+    def render(figures: dict[str, Any]) -> list[str]:
+        return sections.part1b({"converse_view": figures})
+
+    return report.part_main(argv, __doc__, "converse_view", lambda quick: run(quick=quick), render)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

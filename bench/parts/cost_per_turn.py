@@ -10,7 +10,8 @@ Query cost does not grow with the table as moto's does).
   from the command's send to its payload's arrival on the model queue (SQS's
   ``SentTimestamp``).
 - The same history step timed in the benchmark's own process, side by side:
-  ours = one Query (``Limit = max_messages + 2``, newest first) + the window; the usual
+  ours = the stage's read and plan (one Query, ``Limit = max_messages + 2``, newest first,
+  then :func:`worker.planning.plan_turn`); the usual
   alternative = read the whole conversation (a paginated Query, as a message-history
   class that loads every message does) + LangChain's ``trim_messages`` with the same
   4,000-token budget.
@@ -23,22 +24,28 @@ import random
 import statistics
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
 from typing import Any
 
+from bench.contenders import contenders
 from bench.contenders.callcount import CallCounter
-from bench.load.traffic import Drain
+from bench.load.traffic import Drain, draining
 from bench.load.workload import (
-    Command,
     Conversation,
     TextSource,
     build_conversation,
+    command_to,
     message_items,
     put_items,
     state_item,
 )
+from bench.parts.latency import percentile
+from bench.parts.runs import TABLE, WORK_DIR, queues
+from bench.servers.servers import Servers
 from worker.adapters.dynamodb import DynamoHistoryStore, history_page, history_page_query
-from worker.memory import WindowLimits, bound_history
+from worker.planning import plan_turn
 from worker.settings import Settings
+from worker.turn.reading import read_turn
 
 Say = Callable[[str], None]
 LENGTHS = (10, 100, 1_000, 10_000, 100_000)
@@ -61,11 +68,12 @@ async def seed_lengths(
     return conversations
 
 
-async def ours(dynamodb: Any, table: str, conversation_id: str, limits: WindowLimits) -> int:
-    """The stage's history step: one page, then the window; returns messages kept."""
+async def ours(dynamodb: Any, table: str, conversation_id: str, settings: Settings) -> int:
+    """The stage's history step: its read and its plan; returns messages kept."""
+    decide = partial(plan_turn, message="Next?", sent_at=None, config=settings.plan_config)
     store = DynamoHistoryStore(dynamodb, table)
-    page = await store.load_page(conversation_id, limits.max_messages + 2)
-    return bound_history(page.messages, limits).kept
+    page_size = settings.history_page_size
+    return (await read_turn(store, conversation_id, page_size=page_size, plan=decide)).window.kept
 
 
 async def load_all_and_trim(
@@ -111,14 +119,15 @@ async def time_history_steps(
     say: Say,
 ) -> dict[int, dict[str, Any]]:
     """Both history steps on each conversation, timed in this process, calls counted."""
-    limits = Settings.at_defaults().window_limits
+    settings = Settings.at_defaults()
+    limits = settings.window_limits
     results: dict[int, dict[str, Any]] = {}
     for conversation in conversations:
         row: dict[str, Any] = {}
         conversation_id = conversation.conversation_id
 
         async def our_step(client: Any, conversation_id: str = conversation_id) -> int:
-            return await ours(client, table, conversation_id, limits)
+            return await ours(client, table, conversation_id, settings)
 
         async def their_step(client: Any, conversation_id: str = conversation_id) -> int:
             return await load_all_and_trim(client, table, conversation_id, limits.max_tokens)
@@ -172,11 +181,7 @@ async def worker_turns(
     for round_number in range(-1, turns):  # round -1 warms the worker up, uncounted
         for conversation in conversations:
             number += 1
-            command = Command(
-                f"cost-{number:05d}",
-                conversation.conversation_id,
-                _command_body(f"cost-{number:05d}", conversation.conversation_id, text),
-            )
+            command = command_to(conversation, f"cost-{number:05d}", text.question())
             sent = time.time()
             await sqs.send_message(QueueUrl=converse_url, MessageBody=command.body)
             if not await drain.wait_for([command.command_id], within=30):
@@ -192,15 +197,70 @@ async def worker_turns(
     return latencies
 
 
-def _command_body(command_id: str, conversation_id: str, text: TextSource) -> str:
-    import json
-
-    return json.dumps(
-        {
-            "type": "converse",
-            "command_id": command_id,
-            "conversation_id": conversation_id,
-            "message": text.question(),
-        },
-        ensure_ascii=False,
+async def run(
+    clients: Any,
+    servers: Servers,
+    text: TextSource,
+    *,
+    lengths: Sequence[int],
+    turns: int,
+    ours_samples: int,
+    all_samples: Callable[[int], int],
+    say: Say,
+) -> dict[str, Any]:
+    """The part: the conversations seeded, both history steps timed, the worker's turns."""
+    say("part 2: cost per turn vs conversation length")
+    conversations = await seed_lengths(clients.dynamodb, TABLE, lengths, say=say)
+    steps = await time_history_steps(
+        clients.dynamodb,
+        TABLE,
+        conversations,
+        ours_samples=ours_samples,
+        all_samples=all_samples,
+        say=say,
     )
+    env, child = await queues(clients, servers, "cost", BENCH_CONSUMED_CAPACITY="1")
+    worker = contenders.worker(child, WORK_DIR, "cost-worker")
+    warm: dict[str, Any] = {}
+
+    async def warmed_up() -> None:
+        warm.update(await worker.snapshot())
+
+    async with draining(clients.sqs, env["MODEL_QUEUE_URL"], tasks=1) as drain:
+        worker.start()
+        try:
+            latencies = await worker_turns(
+                clients.sqs,
+                env["CONVERSE_QUEUE_URL"],
+                drain,
+                conversations,
+                turns=turns,
+                text=text,
+                say=say,
+                warmed_up=warmed_up,
+            )
+            stats = await worker.snapshot()
+        finally:
+            await worker.stop()
+    rows = []
+    for conversation in conversations:
+        pk = conversation.conversation_id
+        queries = stats["queries_by_pk"].get(pk, [])[len(warm["queries_by_pk"].get(pk, [])) :]
+        ordered = sorted(latencies[conversation.length])
+        per_query = max(1, len(queries))
+        rows.append(
+            {
+                "messages": conversation.length,
+                "worker": {
+                    "turns": len(ordered),
+                    "queries_per_turn": len(queries) / max(1, len(ordered)),
+                    "items_per_turn": sum(q[0] for q in queries) / per_query,
+                    "scanned_per_turn": sum(q[1] for q in queries) / per_query,
+                    "capacity_per_turn": sum(q[2] for q in queries) / per_query,
+                    "latency_p50_ms": percentile(ordered, 50),
+                    "latency_p95_ms": percentile(ordered, 95),
+                },
+                **steps[conversation.length],
+            }
+        )
+    return {"rows": rows, "worker_exit_code": worker.process.returncode if worker.process else None}

@@ -15,36 +15,26 @@ Four profiles of message sizes, each generated from a fixed seed:
 - ``paste-heavy``: 30 % of messages 4,000-20,000 characters (pasted clauses, long
   quotes, which the window trims to about 805 tokens), the rest medium.
 
-Two request rules, run on the same conversations:
-
-- ``pipelined``: the worker's own rule (:func:`worker.memory.plan_compaction`);
-- ``single``: the rule before issue 12, kept here only to measure against (one request
-  at a time; the next only once the fold has reached the last; count trigger at
-  ``2 x count >= HISTORY_WINDOW_MAX_MESSAGES``).
-
-The model (:mod:`localaws.fold_model`) is the worker's own pure functions (the window,
-the trigger, the gap) fed as the stage feeds them: one page of
+The request rule is the worker's own (:func:`worker.memory.plan_compaction`); ``--seeds``
+also runs the proposals of docs/FOLD.md (:data:`localaws.fold_model.PLANNERS`). The model
+(:mod:`localaws.fold_model`) is the worker's own pure functions (the window, the trigger,
+the gap) fed as the stage feeds them: one page of
 ``HISTORY_WINDOW_MAX_MESSAGES + 2`` items, the state item first.
 ``tests/integration/test_fold_gap.py`` runs the same conversations through the real
 ``worker run`` process at lags 0-3 and checks it agrees with the model turn for turn. Run::
 
     .venv/bin/python -m bench.parts.fold_gap                # the table, lags 0-5
-    .venv/bin/python -m bench.parts.fold_gap --write        # also into results.json and
-                                                      # docs/BENCHMARKS.md (part 6)
-    .venv/bin/python -m bench.parts.fold_gap --seeds 20     # means over seeds, with the two
-                                                      # rules proposed in docs/FOLD.md
-
-``make bench`` (:mod:`bench.run_all`) measures it too, with every other part.
+    .venv/bin/python -m bench.parts.fold_gap --write        # also into docs/BENCHMARKS.md
+    .venv/bin/python -m bench.parts.fold_gap --seeds 20     # means over seeds, with the
+                                                            # proposals of docs/FOLD.md
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any
 
 from bench.reports.fold_gap import REPORTED_LAGS, table
@@ -58,8 +48,6 @@ from localaws.fold_model import (
     conversation,
     simulate,
 )
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def measure(
@@ -88,8 +76,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--write",
         action="store_true",
-        help="put the figures in docs/benchmarks/results.json and re-render docs/BENCHMARKS.md "
-        "from it (the other parts as last measured by make bench)",
+        help="put the figures into docs/benchmarks/results.json and re-render "
+        "docs/BENCHMARKS.md from it",
     )
     parser.add_argument(
         "--seeds",
@@ -103,11 +91,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(line)
         return 0
     doc = measure(turns=args.turns)
-    print(f"gap message-turns over {doc['turns']} turns (seed {doc['seed']}), pipelined / single")
+    print(f"gap message-turns over {doc['turns']} turns (seed {doc['seed']})")
     for line in table(doc, doc["lags"]):
         print(line)
     if args.write:
-        write_into_report(doc)
+        from bench.reports import report
+
+        report.rewrite_with("fold_gap", doc)
     return 0
 
 
@@ -129,20 +119,6 @@ def over_seeds(seeds: int, turns: int = TURNS, lags: Sequence[int] = REPORTED_LA
                 cells.append(f"{gap:.1f} / {requests:.1f}")
             lines.append(f"| {profile} | {rule} | " + " | ".join(cells) + " |")
     return lines
-
-
-def write_into_report(fold: dict[str, Any]) -> None:
-    """Replace the fold-gap part of the last ``make bench`` results and re-render the doc."""
-    from bench.reports import report
-
-    out_doc = REPO_ROOT / "docs" / "BENCHMARKS.md"
-    out_dir = out_doc.parent / "benchmarks"
-    results = out_dir / "results.json"
-    document = json.loads(results.read_text(encoding="utf-8"))
-    document["fold_gap"] = fold
-    results.write_text(json.dumps(document, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    out_doc.write_text(report.markdown(document, out_dir, out_doc), encoding="utf-8")
-    print(f"wrote {results.relative_to(REPO_ROOT)} and {out_doc.relative_to(REPO_ROOT)}")
 
 
 if __name__ == "__main__":

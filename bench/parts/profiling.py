@@ -13,8 +13,15 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+from bench.contenders import contenders
+from bench.load.traffic import draining, feed_closed_loop
+from bench.load.workload import Conversation, make_commands
+from bench.parts.runs import CONCURRENCY, WORK_DIR, queues
+from bench.servers.servers import Servers
 
 #: Package of a frame's file, first match wins (order matters: aiobotocore before botocore).
 PACKAGES = (
@@ -24,7 +31,6 @@ PACKAGES = (
     ("aiohttp", "aiohttp (HTTP client)"),
     ("asyncio", "asyncio (event loop)"),
     ("selectors", "asyncio (event loop)"),
-    ("uvloop", "asyncio (event loop)"),
     ("structlog", "structlog (logging)"),
     ("json", "json"),
     ("pydantic", "pydantic (command parsing)"),
@@ -105,3 +111,43 @@ def _read(path: Path) -> str | None:
         return path.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return None
+
+
+async def run(
+    clients: Any,
+    servers: Servers,
+    pool: Sequence[Conversation],
+    text: Any,
+    *,
+    seconds: float,
+    say: Callable[[str], None],
+) -> dict[str, Any] | None:
+    """The worker at full load (commands fed closed-loop until the sampling ends), sampled
+    for ``seconds``; None when there is nothing to sample with."""
+    if not seconds:
+        return None
+    if py_spy() is None:
+        say("profile: py-spy is not installed; skipped")
+        return None
+    name = "profile-lat" if servers.round_trips else "profile"
+    say(f"profile: py-spy on the worker for {seconds:g} s at full load"
+        + (" with the latency" if servers.round_trips else ""))  # fmt: skip
+    env, child = await queues(clients, servers, name)
+    worker = contenders.worker(child, WORK_DIR, f"{name}-worker")
+    commands = make_commands(name, pool, 5_000, text, seed=9)
+    async with draining(clients.sqs, env["MODEL_QUEUE_URL"]) as drain:
+        worker.start()
+        feeding = asyncio.create_task(
+            feed_closed_loop(clients.sqs, env["CONVERSE_QUEUE_URL"], commands, drain,
+                             window=CONCURRENCY + 10)
+        )  # fmt: skip
+        try:
+            await asyncio.sleep(2)  # past start-up
+            summary = await record(worker.pid, seconds, WORK_DIR / f"{name}.raw")
+        finally:
+            feeding.cancel()
+            await asyncio.gather(feeding, return_exceptions=True)
+            await worker.stop()
+    if summary is not None:
+        summary["round_trips"] = servers.round_trips_ms()
+    return summary

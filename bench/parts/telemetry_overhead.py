@@ -1,5 +1,5 @@
 """Part 7: what operating the worker costs: its CPU per command with metrics and tracing
-on and off (issue 13's target: under 5% more).
+on and off (the target: under 5% more).
 
 Two measurements, because the first is noisy on a shared two-core machine and the second
 is not:
@@ -25,15 +25,13 @@ is not:
    and the stage call them (receive, span, header, window counts, outcome), with an EMF
    flush every 1,000 turns, timed per turn (best of several runs) for each configuration.
 
-Standalone: ``.venv/bin/python -m bench.parts.telemetry_overhead [--quick]`` (its own servers).
+Standalone: ``.venv/bin/python -m bench.parts.telemetry_overhead [--quick] [--write]`` (its own
+servers).
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import json
-import os
 import random
 import sys
 import time
@@ -42,12 +40,12 @@ from pathlib import Path
 from typing import Any
 
 from bench.contenders import contenders
-from bench.load.traffic import Drain, feed_closed_loop
-from bench.load.workload import Command, Conversation, make_commands, mixed_conversations, seed
+from bench.load.traffic import draining, feed_at_rate
+from bench.load.workload import Conversation, make_commands, mixed_conversations, seed
+from bench.parts.runs import TABLE, WORK_DIR, arrived, queues, warmed_up
 from bench.reports import telemetry as telemetry_report
-from bench.servers.servers import Servers, create_bench_resources, local_servers
+from bench.servers.servers import Servers, create_bench_resources, measured_on_local_servers
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 TARGET = 0.05
 #: Commands a second, open loop: below what one worker serves here even with other work on
 #: the machine (so no run falls behind its arrivals), high enough that receives and sends
@@ -93,46 +91,50 @@ class WithTraceHeaders:
         return await self._sqs.send_message_batch(QueueUrl=QueueUrl, Entries=traced)
 
 
-async def feed_open_loop(sqs: Any, url: str, commands: Sequence[Command], rate: float) -> None:
-    """One SendMessage every ``1/rate`` s on a fixed schedule, whatever the worker does."""
-    loop = asyncio.get_running_loop()
-    start = loop.time()
-    sends = []
-    for i, command in enumerate(commands):
-        delay = start + i / rate - loop.time()
-        if delay > 0:
-            await asyncio.sleep(delay)
-        sends.append(asyncio.create_task(sqs.send_message(QueueUrl=url, MessageBody=command.body)))
-    await asyncio.gather(*sends)
-
-
 async def run_once(
-    contender: contenders.Contender,
-    sqs: Any,
-    env: dict[str, str],
-    drain: Drain,
-    warmup: Sequence[Command],
-    commands: Sequence[Command],
+    name: str,
+    clients: Any,
+    servers: Servers,
+    config: dict[str, Any],
+    *,
+    pool: Sequence[Conversation],
+    text: Any,
+    commands: int,
+    round_number: int,
 ) -> dict[str, Any]:
-    contender.start()
-    try:
-        await feed_closed_loop(sqs, env["CONVERSE_QUEUE_URL"], warmup, drain, window=20)
-        if not await drain.wait_for([c.command_id for c in warmup], within=60):
-            raise RuntimeError(f"{contender.name}: warm-up did not finish\n{contender.log_tail()}")
-        before = await contender.snapshot()
-        started = time.perf_counter()
-        await feed_open_loop(sqs, env["CONVERSE_QUEUE_URL"], commands, RATE)
-        if not await drain.wait_for([c.command_id for c in commands], within=60):
-            raise RuntimeError(f"{contender.name}: commands did not all arrive")
-        seconds = time.perf_counter() - started
-        delta = contenders.diff(await contender.snapshot(), before)
-    finally:
-        await contender.stop()
+    """One configuration, one round: fresh process and queues, warm-up, measured commands."""
+    tag = f"ops-{name}-r{round_number}"
+    env, child = await queues(
+        clients,
+        servers,
+        tag,
+        concurrency=None,
+        **config["env"],
+        HEALTH_FILE=str(WORK_DIR / f"{tag}.health"),
+    )
+    contender = contenders.process(
+        config.get("module", "bench.contenders.worker_process"), child, WORK_DIR, tag
+    )
+    rng = random.Random(round_number)
+    sqs = WithTraceHeaders(clients.sqs, rng) if config["headers"] else clients.sqs
+    warmup = make_commands(f"{tag}-w", pool, 40, text, seed=round_number)
+    measured = make_commands(tag, pool, commands, text, seed=200 + round_number)
+    url = env["CONVERSE_QUEUE_URL"]
+    async with draining(clients.sqs, env["MODEL_QUEUE_URL"], tasks=1, pause=0.1) as drain:
+        try:
+            before = await warmed_up(contender, sqs, url, drain, warmup)
+            started = time.perf_counter()
+            await feed_at_rate(sqs, url, measured, rate=RATE)
+            await arrived(drain, measured, 60, tag)
+            seconds = time.perf_counter() - started
+            delta = contenders.diff(await contender.snapshot(), before)
+        finally:
+            await contender.stop()
     emf, traced = _log_counts(contender.log_path)
     return {
-        "commands": len(commands),
+        "commands": commands,
         "seconds": seconds,
-        "cpu_ms_per_command": 1000 * delta["cpu_seconds"] / len(commands),
+        "cpu_ms_per_command": 1000 * delta["cpu_seconds"] / commands,
         "emf_lines": emf,
         "traced_turns": traced,
         "duplicates": drain.duplicates,
@@ -145,42 +147,30 @@ async def measure(
     pool: Sequence[Conversation],
     text: Any,
     *,
-    table: str,
-    workdir: Path,
     quick: bool,
     say: Callable[[str], None],
 ) -> dict[str, Any]:
     """Both measurements; the end-to-end runs interleaved over the plan's rounds."""
+    say("part 7: metrics and tracing on vs off, end to end and the telemetry path alone")
     figures = plan(quick)
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in CONFIGS}
     for round_number in range(1, figures["rounds"] + 1):
         for name, config in CONFIGS.items():
-            tag = f"ops-{name}-r{round_number}"
-            env = await create_bench_resources(clients, tag, table)
-            child = servers.child_environ(
-                **env, **config["env"], RECEIVE_WAIT_SECONDS="20",
-                HEALTH_FILE=str(workdir / f"{tag}.health"),
-            )  # fmt: skip
-            module = config.get("module", "bench.contenders.worker_process")
-            contender = contenders.Contender(
-                tag,
-                [sys.executable, "-m", module],
-                child,
-                workdir / f"{tag}.stats.json",
-                workdir / f"{tag}.log",
+            result = await run_once(
+                name,
+                clients,
+                servers,
+                config,
+                pool=pool,
+                text=text,
+                commands=figures["commands"],
+                round_number=round_number,
             )
-            rng = random.Random(round_number)
-            sqs = WithTraceHeaders(clients.sqs, rng) if config["headers"] else clients.sqs
-            warmup = make_commands(f"{tag}-w", pool, 40, text, seed=round_number)
-            commands = make_commands(tag, pool, figures["commands"], text, seed=200 + round_number)
-            drain = Drain(clients.sqs, env["MODEL_QUEUE_URL"], tasks=1, pause=0.1)
-            drain.start()
-            try:
-                result = await run_once(contender, sqs, env, drain, warmup, commands)
-            finally:
-                await drain.stop()
             runs[name].append(result)
-            say(f"  {tag}: {result['cpu_ms_per_command']:.3f} CPU ms/command at {RATE:g}/s")
+            say(
+                f"  ops-{name}-r{round_number}: {result['cpu_ms_per_command']:.3f} CPU "
+                f"ms/command at {RATE:g}/s"
+            )
     say("  the telemetry path alone, in-process")
     return {
         "plan": {**figures, "rate": RATE},
@@ -234,35 +224,28 @@ def path_cost(turns: int = 5_000, repeats: int = 5) -> dict[str, float]:
     return {name: time_path(name, turns=turns, repeats=repeats) for name in ("none", *CONFIGS)}
 
 
-async def _standalone(quick: bool) -> dict[str, Any]:
-    workdir = REPO_ROOT / ".bench" / "telemetry"
-    workdir.mkdir(parents=True, exist_ok=True)
-    from worker.app.runtime import aws_clients
-
-    with local_servers() as servers:
-        os.environ.update(servers.environ())
-        async with aws_clients(pool_size=64) as clients:
-            table = "ops-history"
-            await create_bench_resources(clients, "ops", table)
-            built, text = mixed_conversations(40 if quick else 100)
-            await seed(clients.dynamodb, table, built)
-            pool = [conversation for conversation, _ in built]
-            return await measure(
-                clients, servers, pool, text, table=table, workdir=workdir, quick=quick, say=print
-            )
+async def _standalone(clients: Any, servers: Servers, quick: bool) -> dict[str, Any]:
+    await create_bench_resources(clients, "ops", TABLE)
+    built, text = mixed_conversations(40 if quick else 100)
+    await seed(clients.dynamodb, TABLE, built)
+    pool = [conversation for conversation, _ in built]
+    return await measure(clients, servers, pool, text, quick=quick, say=print)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--quick", action="store_true", help="one round of 240 commands")
-    args = parser.parse_args(argv)
-    result = asyncio.run(_standalone(args.quick))
-    print("\n".join(telemetry_report.markdown(result)))
-    target, figure, met = telemetry_report.target_line(result)
-    print(f"{'MET ' if met else 'MISSED'}  {target}: {figure}")
-    out = REPO_ROOT / ".bench" / "telemetry" / "results.json"
-    out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
-    return 0
+    from bench.reports import report
+
+    def measure_alone(quick: bool) -> dict[str, Any]:
+        return measured_on_local_servers(lambda c, s: _standalone(c, s, quick))
+
+    def render(result: dict[str, Any]) -> list[str]:
+        target, figure, met = telemetry_report.target_line(result)
+        return [
+            *telemetry_report.markdown(result),
+            f"{'MET ' if met else 'MISSED'}  {target}: {figure}",
+        ]
+
+    return report.part_main(argv, __doc__, "telemetry", measure_alone, render)
 
 
 if __name__ == "__main__":

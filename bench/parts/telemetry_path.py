@@ -7,25 +7,25 @@ stage's window counts, a fold request one turn in eight, the outcome; and the EM
 flushed (to memory) every 1,000 turns. The figure is CPU time per turn (process time, so
 an SDK's span-processing thread counts), the best of several runs.
 
-``none`` is the same loop without any of it (only the log context the consumer bound
-before issue 13): ``off`` minus ``none`` is what this code costs when switched off.
+``none`` is the same loop without any of it (only the log context the consumer binds
+anyway): ``off`` minus ``none`` is what the telemetry code costs when switched off.
 """
 
 from __future__ import annotations
 
 import io
 import time
-from collections.abc import Sequence
 from typing import Any
 
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from structlog.contextvars import bound_contextvars
 
+from bench.contenders.traced_worker import DroppingExporter
+from bench.load.workload import stage_prompt
 from worker.delivery.outcomes import Done
-from worker.memory import HistoryMessage, bound_history, render_converse
-from worker.ports import ReceivedMessage
-from worker.settings import Settings
+from worker.memory import FoldState, HistoryMessage
+from worker.ports import HistoryPage, ReceivedMessage
 from worker.telemetry import hooks as hooks
 from worker.telemetry.hooks import Telemetry
 from worker.telemetry.metrics import (
@@ -41,11 +41,6 @@ from worker.turn.commands import ConverseCommand
 HEADER = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
 
 
-class _Dropping(SpanExporter):
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        return SpanExportResult.SUCCESS
-
-
 class _Monotonic:
     """All the turn's telemetry reads of a clock (no event loop needed)."""
 
@@ -59,7 +54,7 @@ def time_path(config: str, *, turns: int = 5_000, repeats: int = 5) -> float:
     provider = None
     if config == "sdk":
         provider = TracerProvider()
-        provider.add_span_processor(BatchSpanProcessor(_Dropping()))
+        provider.add_span_processor(BatchSpanProcessor(DroppingExporter()))
     spy = Telemetry(
         metrics=book or NO_METRICS, tracer=get_tracer(provider), clock=clock, queue_name="q"
     )
@@ -81,12 +76,14 @@ def time_path(config: str, *, turns: int = 5_000, repeats: int = 5) -> float:
     command = ConverseCommand(
         type="converse", command_id="c", conversation_id="matter", message="question?"
     )
-    page = [
-        HistoryMessage(seq, "user" if seq % 2 else "assistant", "clause text " * 40)
-        for seq in range(60, 34, -1)
-    ]
-    window = bound_history(page, Settings.at_defaults().window_limits)
-    view = render_converse(window, command.message, "summary")
+    page = HistoryPage(
+        FoldState(34, "summary"),
+        tuple(
+            HistoryMessage(seq, "user" if seq % 2 else "assistant", "clause text " * 40)
+            for seq in range(60, 34, -1)
+        ),
+    )
+    plan, _ = stage_prompt(command, page)
     best = float("inf")
     for _ in range(repeats):
         started = time.process_time()
@@ -97,7 +94,7 @@ def time_path(config: str, *, turns: int = 5_000, repeats: int = 5) -> float:
                 spy.received(message)
                 with spy.turn(message, clock.monotonic()) as turn:
                     outbound_trace_header()
-                    hooks.prompt_forwarded(command, window, view, None)
+                    hooks.prompt_forwarded(command, plan.window, plan.view, None)
                     if i % 8 == 0:
                         outbound_trace_header()
                         hooks.fold_requested()

@@ -1,7 +1,7 @@
 """Part 3: commands per second through one process, and what each command costs.
 
 Side by side on the same servers (moto for SQS, dynalite for DynamoDB), the same
-conversations and the same kind of commands:
+conversations and the same kind of commands, in rounds, the contenders interleaved:
 
 - the worker (``worker run``, one process, ``WORKER_CONCURRENCY`` commands at once);
 - the naive sequential consumer (:mod:`bench.contenders.naive_consumer`);
@@ -9,92 +9,141 @@ conversations and the same kind of commands:
 - with the injected latency, also two worker processes as one contender
   (:class:`bench.contenders.contenders.Group`): scale-out on one stack.
 
-For each: warm up, then feed ``count`` commands closed-loop (never more than ``window``
-between the converse queue and the model queue, so moto's queues stay shallow), time
-from the first send to the last arrival, and diff the process's own counters (calls by
-operation and purpose, CPU seconds) across the measured stretch.
+Each run, in both regimes (the servers as they are, and a network round trip away): fresh
+queues, a warm-up, then ``count`` commands fed closed-loop (never more than ``window``
+between the converse queue and the model queue, so moto's queues stay shallow), timed from
+the first send to the last arrival; the process's own counters (calls by operation and
+purpose, CPU seconds) and the servers' CPU are diffed across the measured stretch.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from bench.contenders import contenders
-from bench.load.traffic import Drain, feed_closed_loop
-from bench.load.workload import Command, Conversation, expected_payload, fold_through
+from bench.load.traffic import draining, feed_closed_loop
+from bench.load.workload import Conversation, make_commands, put_items, state_item
+from bench.parts.runs import CONCURRENCY, TABLE, arrived, make, queues, warmed_up
 from bench.servers.procstats import cpu_seconds
+from bench.servers.servers import DELAYED, Servers
 
 Say = Callable[[str], None]
+#: Per command, CPU of the contender, of each server, of the benchmark's feed and drain.
+CPU = ("cpu", "moto_cpu", "dynalite_cpu", "driver_cpu", "proxy_cpu")
 
 
-@dataclass
-class ServerPids:
-    moto_pid: int | None
-    dynalite_pid: int | None
-    proxy_pid: int | None = None  # the latency proxy (localaws.proxy), when in use
+def kinds(regime: str) -> list[str]:
+    """The contenders of one regime, in the order they run each round."""
+    return ["naive", "worker", *(["worker-x2"] if regime == DELAYED else []), "replay"]
 
 
-async def measure(
-    contender: contenders.Contender | contenders.Group,
+async def run(
+    clients: Any,
+    fleets: dict[str, Servers],
+    conversations: dict[str, Conversation],
+    text: Any,
     *,
-    sqs: Any,
-    converse_url: str,
-    drain: Drain,
-    warmup: Sequence[Command],
-    commands: Sequence[Command],
-    window: int,
-    servers: ServerPids,
+    rounds: int,
+    counts: dict[str, int],
+    say: Say,
+) -> dict[str, dict[str, Any]]:
+    """Every regime's contenders over ``rounds``: {regime: {concurrency, runs, summary, ...}};
+    ``counts`` is the commands per run by contender kind (``naive`` and ``naive-delayed``
+    for the naive consumer, else ``commands``)."""
+    say(f"part 3: throughput, {rounds} round(s) per contender, interleaved, without and with "
+        "the injected latency")  # fmt: skip
+    runs: dict[str, dict[str, list[dict[str, Any]]]] = {
+        regime: {kind: [] for kind in kinds(regime)} for regime in fleets
+    }
+    for round_number in range(1, rounds + 1):
+        for regime, servers in fleets.items():
+            for kind in runs[regime]:
+                naive = "naive-delayed" if regime == DELAYED else "naive"
+                count = counts[naive] if kind == "naive" else counts["commands"]
+                result = await one_run(
+                    clients,
+                    servers,
+                    conversations,
+                    text,
+                    kind=kind,
+                    round_number=round_number,
+                    count=count,
+                    say=say,
+                )
+                runs[regime][kind].append(result)
+    return {
+        regime: {
+            "concurrency": CONCURRENCY,
+            "runs": regime_runs,
+            "summary": {kind: summarise(r) for kind, r in regime_runs.items()},
+            "round_trips": fleets[regime].round_trips_ms(),
+        }
+        for regime, regime_runs in runs.items()
+    }
+
+
+async def one_run(
+    clients: Any,
+    servers: Servers,
+    conversations: dict[str, Conversation],
+    text: Any,
+    *,
+    kind: str,
+    round_number: int,
+    count: int,
     say: Say,
 ) -> dict[str, Any]:
-    """Run one contender over ``warmup`` then ``commands``; its figures for the latter."""
-    contender.start()
-    try:
-        await feed_closed_loop(sqs, converse_url, warmup, drain, window=window)
-        if not await drain.wait_for([c.command_id for c in warmup], within=60):
-            raise RuntimeError(f"{contender.name}: warm-up did not finish\n{contender.log_tail()}")
-        before = await contender.snapshot()
-        moto0, dyn0 = cpu_seconds(servers.moto_pid), cpu_seconds(servers.dynalite_pid)
-        proxy0 = cpu_seconds(servers.proxy_pid)
-        own0 = cpu_seconds(os.getpid())
-        started = time.perf_counter()
-        await feed_closed_loop(
-            sqs,
-            converse_url,
-            commands,
-            drain,
-            window=window,
-            progress=lambda n: say(f"  {contender.name}: {n:,}/{len(commands):,} sent"),
-        )
-        if not await drain.wait_for([c.command_id for c in commands], within=120):
-            raise RuntimeError(f"{contender.name}: commands did not all arrive")
-        elapsed = time.perf_counter() - started
-        after = await contender.snapshot()
-        moto1, dyn1 = cpu_seconds(servers.moto_pid), cpu_seconds(servers.dynalite_pid)
-        proxy1 = cpu_seconds(servers.proxy_pid)
-        own1 = cpu_seconds(os.getpid())
-    finally:
-        final = await contender.stop()
+    """One contender, one round, one regime: fresh queues, warm-up, measured commands."""
+    tag = f"{kind}{'-lat' if servers.round_trips else ''}-r{round_number}"
+    pool = list(conversations.values())
+    # Every contender finds the fold state as seeded: nothing pending.
+    await put_items(clients.dynamodb, TABLE, [state_item(c) for c in pool])
+    env, child = await queues(clients, servers, f"tp-{tag}")
+    warmup = make_commands(f"{tag}-w", pool, 40, text, seed=round_number)
+    commands = make_commands(tag, pool, count, text, seed=100 + round_number)
+    processes = 2 if kind == "worker-x2" else 1
+    window = 20 if kind == "naive" else processes * (CONCURRENCY + 10)
+    contender = make(kind, child, tag, conversations, [*warmup, *commands])
+    url = env["CONVERSE_QUEUE_URL"]
+    pids = {"moto_cpu": servers.moto_pid, "dynalite_cpu": servers.dynalite_pid,
+            "proxy_cpu": servers.proxy_pid, "driver_cpu": os.getpid()}  # fmt: skip
+    async with draining(clients.sqs, env["MODEL_QUEUE_URL"]) as drain:
+        try:
+            before = await warmed_up(contender, clients.sqs, url, drain, warmup, window=window)
+            cpu = {key: cpu_seconds(pid) for key, pid in pids.items()}
+            started = time.perf_counter()
+            await feed_closed_loop(
+                clients.sqs,
+                url,
+                commands,
+                drain,
+                window=window,
+                progress=lambda n: say(f"  {tag}: {n:,}/{count:,} sent"),
+            )
+            await arrived(drain, commands, 120, tag)
+            elapsed = time.perf_counter() - started
+            after = await contender.snapshot()
+            cpu = {key: cpu_seconds(pid) - cpu[key] for key, pid in pids.items()}
+        finally:
+            final = await contender.stop()
     delta = contenders.diff(after, before)
-    n = len(commands)
-    return {
-        "name": contender.name,
-        "commands": n,
+    cpu["cpu"] = delta["cpu_seconds"]
+    result = {
+        "kind": kind,
+        "round": round_number,
+        "window": window,
+        "processes": processes,
+        "commands": count,
         "seconds": elapsed,
-        "commands_per_second": n / elapsed,
+        "commands_per_second": count / elapsed,
         "calls": delta["calls"],
         "requests": delta["requests"],
         "failed": delta["failed"],
-        "cpu_ms_per_command": 1000 * delta["cpu_seconds"] / n,
-        "moto_cpu_ms_per_command": 1000 * (moto1 - moto0) / n,
-        "dynalite_cpu_ms_per_command": 1000 * (dyn1 - dyn0) / n,
-        "driver_cpu_ms_per_command": 1000 * (own1 - own0) / n,
-        "proxy_cpu_ms_per_command": 1000 * (proxy1 - proxy0) / n,
+        **{f"{key}_ms_per_command": 1000 * seconds / count for key, seconds in cpu.items()},
         # VmHWM from /proc: getrusage's maxrss survives exec, so a child would report
         # the benchmark driver's own peak.
         "peak_rss_bytes": max(
@@ -102,25 +151,40 @@ async def measure(
             final.get("proc_before_exit", {}).get("peak_rss_bytes", 0),
         ),
         "exit_code": final.get("exit_code"),
-        "event_loop": after.get("event_loop"),
         "duplicates": drain.duplicates,
         "redelivered_to_drain": drain.redelivered,
     }
+    say(f"  {tag}: {result['commands_per_second']:.1f} commands/s, "
+        f"{sum(delta['calls'].values()) / count:.2f} AWS calls/command, "
+        f"{result['cpu_ms_per_command']:.2f} CPU ms/command")  # fmt: skip
+    return result
 
 
-def write_payloads(
-    path: Path,
-    commands: Sequence[Command],
-    conversations: dict[str, Conversation],
-    limits: Any,
-) -> None:
-    """What the replay sends: command id -> [conversation id, prompt body, fold through]."""
-    table = {
-        c.command_id: [
-            c.conversation_id,
-            expected_payload(c, conversations[c.conversation_id], limits),
-            fold_through(conversations[c.conversation_id]),
-        ]
-        for c in commands
+def summarise(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Over the rounds (throughput as commands / seconds in all, CPU weighted by commands),
+    with the spread."""
+    commands = sum(r["commands"] for r in runs)
+    seconds = sum(r["seconds"] for r in runs)
+    calls: Counter[str] = Counter()
+    for r in runs:
+        calls.update(r["calls"])
+    return {
+        "commands": commands,
+        "seconds": seconds,
+        "commands_per_second": commands / seconds,
+        "per_round": [r["commands_per_second"] for r in runs],
+        "calls_per_command": {k: v / commands for k, v in sorted(calls.items())},
+        "requests_per_command": sum(sum(r["requests"].values()) for r in runs) / commands,
+        "failed": {k: v for r in runs for k, v in r["failed"].items()},
+        **{
+            f"{key}_ms_per_command": sum(r[f"{key}_ms_per_command"] * r["commands"] for r in runs)
+            / commands
+            for key in CPU
+        },
+        "processes": runs[0]["processes"],
+        "peak_rss_bytes": max(r["peak_rss_bytes"] for r in runs),
+        "duplicates": sum(r["duplicates"] for r in runs),
+        "redelivered_to_drain": sum(r["redelivered_to_drain"] for r in runs),
+        "window": runs[0]["window"],
+        "exit_codes": [r["exit_code"] for r in runs],
     }
-    path.write_text(json.dumps(table, ensure_ascii=False), encoding="utf-8")

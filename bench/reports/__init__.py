@@ -1,4 +1,5 @@
-"""The report writers: ``docs/BENCHMARKS.md`` and its plots, the parts measured with a
-network round trip injected, and ``docs/SCALING.md`` (the capacity model), all from a
-run's figures.
+"""The report writers: ``docs/BENCHMARKS.md`` and its plots, and ``docs/SCALING.md`` (the
+capacity model), all from a run's figures (``docs/benchmarks/results.json``).
+
+Imports nothing else of ``bench``: a part's figures arrive as plain values.
 """

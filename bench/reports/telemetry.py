@@ -1,7 +1,8 @@
-"""Part 7's page: what operating the worker costs, metrics and tracing on vs off.
+"""Part 7's section: what operating the worker costs, metrics and tracing on vs off (what
+each configuration runs: docs/benchmarks/method.md).
 
-Renders the figures :mod:`bench.parts.telemetry_overhead` measured (its ``results.json``
-entry); imports nothing else of ``bench``.
+Renders the figures :mod:`bench.parts.telemetry_overhead` measured; imports nothing else of
+``bench``.
 """
 
 from __future__ import annotations
@@ -28,8 +29,7 @@ def target_line(
     rate = result["plan"]["rate"]
     where = "at full load (part 3)" if full_load_cpu_ms else f"at {rate:g}/s"
     return (
-        f"metrics and tracing on: < {100 * result['target']:g}% more worker CPU per command "
-        "(issue 13)",
+        f"metrics and tracing on: < {100 * result['target']:g}% more worker CPU per command",
         f"{100 * on:+.1f}% end to end at {rate:g}/s (with an OpenTelemetry SDK making spans: "
         f"{100 * sdk:+.1f}%); the telemetry path alone: "
         f"{100 * path_share(result, 'on', base):.1f}% of a command's CPU {where} "
@@ -45,9 +45,8 @@ def markdown(result: dict[str, Any], full_load_cpu_ms: float | None = None) -> l
         "",
         f"**End to end.** The worker in three configurations, interleaved over "
         f"{figures['rounds']} round(s) of {figures['commands']} commands each, fed open-loop at "
-        f"{figures['rate']:g} commands/s (fresh process and queues, 40-command warm-up; a fixed "
-        "rate gives every configuration the same arrivals, so the same batches). The figure "
-        "is the worker's own CPU per command.",
+        f"{figures['rate']:g} commands/s; the worker's own CPU per command. Reproduce alone: "
+        "`.venv/bin/python -m bench.parts.telemetry_overhead` (`--quick`: one round of 240).",
         "",
         "| configuration | CPU ms / command (per round) | vs off (per round) | EMF lines | "
         "turns in a trace |",
@@ -66,29 +65,17 @@ def markdown(result: dict[str, Any], full_load_cpu_ms: float | None = None) -> l
     where = "at full load (part 3's worker)" if full_load_cpu_ms else f"at {figures['rate']:g}/s"
     lines += [
         "",
-        "**The telemetry path alone** (`bench/parts/telemetry_path.py`: a turn's hooks as the "
-        "consumer "
-        "and the stage call them, an EMF flush every 1,000 turns; CPU time per turn, best of 5 "
-        f"runs of 5,000), and what it adds to a command's CPU {where} ({base:.2f} ms):",
+        "**The telemetry path alone** (`bench/parts/telemetry_path.py`; CPU time per turn, "
+        f"best of 5 runs of 5,000), and what it adds to a command's CPU {where} "
+        f"({base:.2f} ms):",
         "",
         "| configuration | µs / turn | added over none | share of a command |",
         "| --- | ---: | ---: | ---: |",
-        f"| none (the turn's log context only, as before issue 13) | {path['none']:.1f} | – | – |",
+        f"| none (the turn's log context only) | {path['none']:.1f} | – | – |",
     ]
     for name, row in summary.items():
         lines.append(
             f"| {row['label']} | {path[name]:.1f} | {path[name] - path['none']:.1f} | "
             f"{100 * path_share(result, name, base):.1f}% |"
         )
-    lines += [
-        "",
-        "`on` is what the container runs by default: the EMF book (a dict update per count, a "
-        "list append per value; one flush a minute, values added in bulk), the X-Ray header "
-        "parsed and, with no SDK, no span machinery at all; the header formatted once per turn "
-        "for all its sends; `trace_id` bound to the turn's log lines. `on, SDK` makes real "
-        "spans (attributes set, batched; exporting them, a collector's work, is not measured). "
-        "On two shared cores the end-to-end figures move by several percent from run to run; "
-        "the path's do not. Reproduce alone: `.venv/bin/python -m bench.parts.telemetry_overhead` "
-        "(`--quick`: one round of 240).",
-    ]
     return lines

@@ -1,9 +1,14 @@
-"""CPU time and memory of a process, read from ``/proc`` (Linux): no extra dependency."""
+"""CPU time and memory of a process, read from ``/proc`` (Linux): no extra dependency; and
+the machine a run measured on."""
 
 from __future__ import annotations
 
 import os
+import platform
+import sys
 from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
 
 _TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -38,3 +43,32 @@ def cpu_seconds(pid: int | None) -> float:
         return sample(pid).cpu_seconds
     except OSError:
         return 0.0
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def machine(*packages: str) -> dict[str, Any]:
+    """The CPU, cores, platform, Python, and the version of each of ``packages``."""
+
+    def installed(name: str) -> str:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return "not installed"
+
+    return {
+        "cpu": cpu_model(),
+        "cores": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+        "packages": {name: installed(name) for name in packages},
+    }

@@ -32,12 +32,14 @@ from localaws.moto import REPO_ROOT, quiet_werkzeug, running_moto, stop
 from worker.app.resources import history_table_definition
 
 T = TypeVar("T")
+#: The two regimes of the server parts: the local servers as they are, and a network away.
+DIRECT, DELAYED = "direct", "delayed"
 
 
 @dataclass(frozen=True, slots=True)
 class RoundTrips:
     """The network round trip the latency proxy adds per exchange, in milliseconds.
-    Sources and reasoning: docs/BENCHMARKS.md, "The injected latency"."""
+    Sources and reasoning: docs/benchmarks/method.md, "The injected latency"."""
 
     sqs_ms: float = 12.0
     dynamodb_ms: float = 5.0
@@ -63,6 +65,10 @@ class Servers:
         env.update(self.environ())
         env.update(extra)
         return env
+
+    def round_trips_ms(self) -> dict[str, float] | None:
+        trips = self.round_trips
+        return None if trips is None else {"sqs_ms": trips.sqs_ms, "dynamodb_ms": trips.dynamodb_ms}
 
 
 @contextlib.contextmanager
@@ -114,6 +120,16 @@ def delayed(servers: Servers, round_trips: RoundTrips) -> Iterator[Servers]:
         )
     finally:
         stop(process)
+
+
+@contextlib.contextmanager
+def both_regimes(say: Callable[[str], None]) -> Iterator[dict[str, Servers]]:
+    """moto and dynalite, and the latency proxy in front of them: {regime: servers}."""
+    trips = RoundTrips()
+    say(f"starting moto (SQS, S3) and dynalite (DynamoDB) on 127.0.0.1, and the latency proxy "
+        f"(SQS {trips.sqs_ms:g} ms, DynamoDB {trips.dynamodb_ms:g} ms a round trip)")  # fmt: skip
+    with local_servers() as servers, delayed(servers, trips) as far:
+        yield {DIRECT: servers, DELAYED: far}
 
 
 def measured_on_local_servers(measure: Callable[[Any, Servers], Awaitable[T]]) -> T:

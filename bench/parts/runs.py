@@ -1,0 +1,104 @@
+"""One contender's run against the local servers, as parts 2-5 and 7 start it: fresh queues
+and the contender's environment, the contender of each kind, its warm-up."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from bench.contenders import contenders
+from bench.load.traffic import Drain, feed_closed_loop
+from bench.load.workload import Command, Conversation, expected_payload, fold_through
+from bench.servers.servers import Servers, create_bench_resources
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+WORK_DIR = REPO_ROOT / ".bench" / "run"
+TABLE = "bench-history"
+#: Commands one worker handles at once in parts 3 and 4: two full SQS batches.
+CONCURRENCY = 20
+
+Contender = contenders.Contender | contenders.Group
+
+
+async def queues(
+    clients: Any,
+    servers: Servers,
+    tag: str,
+    *,
+    concurrency: int | None = CONCURRENCY,
+    **settings: str,
+) -> tuple[dict[str, str], dict[str, str]]:
+    """Fresh queues named after ``tag`` on ``servers``, and the environment a contender runs
+    with against them: 20 s long polls, ``concurrency`` commands at once (None: the
+    worker's default), ``settings``."""
+    WORK_DIR.mkdir(parents=True, exist_ok=True)
+    env = await create_bench_resources(clients, tag, TABLE)
+    if concurrency is not None:
+        settings["WORKER_CONCURRENCY"] = str(concurrency)
+    return env, servers.child_environ(**env, RECEIVE_WAIT_SECONDS="20", **settings)
+
+
+def make(
+    kind: str,
+    env: dict[str, str],
+    name: str,
+    conversations: dict[str, Conversation],
+    commands: Sequence[Command],
+) -> Contender:
+    """The contender of ``kind`` for one run: ``worker``, ``naive``, ``replay``, or
+    ``worker-x2`` (two worker processes on one stack). The replay gets the stage's
+    payloads of ``commands`` (warm-up and measured) precomputed."""
+    if kind == "naive":
+        return contenders.process("bench.contenders.naive_consumer", env, WORK_DIR, name)
+    if kind == "replay":
+        payloads = WORK_DIR / f"{name}.payloads.json"
+        table = {
+            c.command_id: [
+                c.conversation_id,
+                expected_payload(c, conversations[c.conversation_id]),
+                fold_through(conversations[c.conversation_id]),
+            ]
+            for c in commands
+        }
+        payloads.write_text(json.dumps(table, ensure_ascii=False), encoding="utf-8")
+        lanes = str(CONCURRENCY // 10)
+        return contenders.process(
+            "bench.contenders.api_replay",
+            env,
+            WORK_DIR,
+            name,
+            "--payloads",
+            str(payloads),
+            "--lanes",
+            lanes,
+            "--batch",
+            "10",
+        )
+    if kind == "worker-x2":
+        members = [contenders.worker(env, WORK_DIR, f"{name}-{i}") for i in range(2)]
+        return contenders.Group(name, members)
+    return contenders.worker(env, WORK_DIR, name)
+
+
+async def warmed_up(
+    contender: Contender,
+    sqs: Any,
+    url: str,
+    drain: Drain,
+    warmup: Sequence[Command],
+    *,
+    window: int = 20,
+) -> dict[str, Any]:
+    """Start ``contender`` and serve ``warmup`` through it; its snapshot once they arrived."""
+    contender.start()
+    await feed_closed_loop(sqs, url, warmup, drain, window=window)
+    if not await drain.wait_for([c.command_id for c in warmup], within=60):
+        raise RuntimeError(f"{contender.name}: warm-up did not finish\n{contender.log_tail()}")
+    return await contender.snapshot()
+
+
+async def arrived(drain: Drain, commands: Sequence[Command], within: float, name: str) -> None:
+    if not await drain.wait_for([c.command_id for c in commands], within=within):
+        raise RuntimeError(f"{name}: commands did not all arrive within {within:g} s")
