@@ -230,6 +230,8 @@ def bill(doc: dict[str, Any], path: Path) -> None:
     axis.set_title(f"The model's input bill per turn, {doc['turns']:,} turns per contender\n"
                    "label: cache-aligned (the default lifetimes) as a share of sliding",
                    fontsize=10)  # fmt: skip
+    top = max(c["contenders"][n]["billed_per_turn"] for c in cases for n in model_bill.NAMES)
+    axis.set_xlim(0, top * 1.5)  # room for the legend beside the bars
     axis.legend(fontsize=7, loc="lower right")
     axis.grid(True, axis="x", alpha=0.4)
     _save(fig, "tokens estimated (chars / 4); the stage's own plans, priced", path)
