@@ -194,11 +194,9 @@ class ScriptedCompactor:
     def lag(self, through: int) -> int:
         return random.Random(f"lag/{self.seed}/{self.conversation_id}/{through}").randint(1, 3)
 
-    def requested(self, turn: int, through: int) -> int:
-        """Record a request sent at ``turn``; returns the turn it lands before."""
-        lands = turn + self.lag(through)
-        self.landings.setdefault(lands, []).append(through)
-        return lands
+    def requested(self, turn: int, through: int) -> None:
+        """Record a request sent at ``turn``: it lands before turn ``turn + lag``."""
+        self.landings.setdefault(turn + self.lag(through), []).append(through)
 
     def land(self, turn: int, folded_through: int) -> int:
         """The fold mark before ``turn``, given the mark before the last landing."""
@@ -231,9 +229,9 @@ class FoldTrack:
     def state(self) -> FoldState:
         return FoldState(self.folded_through, self.summary, self.requested_through, START)
 
-    def after_turn(self, turn: int, page: HistoryPage, fold: FoldLimits) -> int | None:
-        """The fold request the stage sends on ``turn`` from the ``page`` it read (its own
-        trigger, :func:`plan_compaction`), recorded to land later; its ``through``, or None."""
+    def after_turn(self, turn: int, page: HistoryPage, fold: FoldLimits) -> None:
+        """Send the fold request the stage sends on ``turn`` from the ``page`` it read (its
+        own trigger, :func:`plan_compaction`), if one is due: the compactor lands it later."""
         plan = plan_compaction(
             page.messages,
             page.state,
@@ -241,11 +239,9 @@ class FoldTrack:
             older_unread=page.older is not None,
             now=START,
         )
-        if plan is None:
-            return None
-        self.requested_through = plan.through
-        self.compactor.requested(turn, plan.through)
-        return plan.through
+        if plan is not None:
+            self.requested_through = plan.through
+            self.compactor.requested(turn, plan.through)
 
 
 def stamp(seconds: float) -> datetime:
