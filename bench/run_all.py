@@ -114,7 +114,8 @@ class Progress:
 
 def this_machine() -> dict[str, Any]:
     node = subprocess.run(["node", "--version"], capture_output=True, text=True, check=False)
-    names = ("aioboto3", "aiobotocore", "botocore", "boto3", "moto", "langchain-core", "py-spy")
+    names = ("aioboto3", "aiobotocore", "botocore", "boto3", "moto", "langchain-core", "uvloop",
+             "py-spy")  # fmt: skip
     return {**machine(*names), "node": node.stdout.strip()}
 
 
@@ -123,7 +124,6 @@ async def run_parts(
 ) -> dict[str, Any]:
     """The server parts, in both regimes where they have two."""
     servers = fleets[DIRECT]
-    os.environ.update(servers.environ())
     async with aws_clients(pool_size=64) as clients:
         await create_bench_resources(clients, "bench", TABLE)
         built, text = mixed_conversations(plan.conversations)
@@ -238,7 +238,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     write(out_dir / "results.json", document)
     report.write(document, out_doc)
-    say(f"wrote {out_doc.relative_to(REPO_ROOT)}, docs/SCALING.md and "
+    say(f"wrote {out_doc.relative_to(REPO_ROOT)}, the SCALING.md beside it and "
         f"{out_dir.relative_to(REPO_ROOT)}/")  # fmt: skip
     for line in report.verdicts(document):
         print(line)

@@ -123,12 +123,26 @@ def delayed(servers: Servers, round_trips: RoundTrips) -> Iterator[Servers]:
 
 
 @contextlib.contextmanager
+def pointed_at(servers: Servers) -> Iterator[Servers]:
+    """This process's AWS variables pointed at ``servers`` for the block, as they were after
+    (a later part starts servers of its own)."""
+    saved = dict(os.environ)
+    os.environ.update(servers.environ())
+    try:
+        yield servers
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+@contextlib.contextmanager
 def both_regimes(say: Callable[[str], None]) -> Iterator[dict[str, Servers]]:
-    """moto and dynalite, and the latency proxy in front of them: {regime: servers}."""
+    """moto and dynalite, and the latency proxy in front of them: {regime: servers}, this
+    process pointed at the servers as they are."""
     trips = RoundTrips()
     say(f"starting moto (SQS, S3) and dynalite (DynamoDB) on 127.0.0.1, and the latency proxy "
         f"(SQS {trips.sqs_ms:g} ms, DynamoDB {trips.dynamodb_ms:g} ms a round trip)")  # fmt: skip
-    with local_servers() as servers, delayed(servers, trips) as far:
+    with local_servers() as servers, delayed(servers, trips) as far, pointed_at(servers):
         yield {DIRECT: servers, DELAYED: far}
 
 
@@ -141,8 +155,7 @@ def measured_on_local_servers(measure: Callable[[Any, Servers], Awaitable[T]]) -
         async with aws_clients(pool_size=64) as clients:
             return await measure(clients, servers)
 
-    with local_servers() as servers:
-        os.environ.update(servers.environ())
+    with local_servers() as servers, pointed_at(servers):
         return asyncio.run(run(servers))
 
 
