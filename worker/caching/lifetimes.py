@@ -224,19 +224,6 @@ def choose_ttls(
     return TtlChoice(_spread(best, cacheable, count), "expected_cost", pace, read)
 
 
-def known_pace_ttls(
-    shape: TurnShape, *, within_5m: bool, within_1h: bool, read: int, min_tokens: int
-) -> tuple[PointTtl, ...]:
-    """The same cost rule with the next gap and this turn's read known (the benchmark's
-    oracle, a bound no causal rule can beat on the same window): no live code uses it."""
-    count = len(shape.points)
-    cacheable = [i for i, point in enumerate(shape.points) if point.prefix >= min_tokens]
-    if not cacheable:
-        return _every("5m", count)
-    known = Pace((), float(within_5m), float(within_5m or within_1h))
-    return _spread(_optimise(shape, known, cacheable, read), cacheable, count)
-
-
 def _every(ttl: CacheTtl, count: int) -> tuple[PointTtl, ...]:
     return tuple(ttl for _ in range(count))
 
