@@ -34,15 +34,16 @@ MODEL_ID = "anthropic.claude-sonnet-4-20250514-v1:0"
 BOTOCORE_MODEL_VERSION = "1.44.5"
 MODEL_DIR = Path(__file__).parent / "data" / f"botocore-{BOTOCORE_MODEL_VERSION}"
 
-_SERVICE = ServiceModel(
+#: botocore 1.44.5's bedrock-runtime model, loaded once for every check of the tests.
+SERVICE = ServiceModel(
     Loader(
         extra_search_paths=[str(MODEL_DIR)], include_default_search_paths=False
     ).load_service_model("bedrock-runtime", "service-2"),
     "bedrock-runtime",
 )
-_CONVERSE_INPUT = _SERVICE.operation_model("Converse").input_shape
+_CONVERSE_INPUT = SERVICE.operation_model("Converse").input_shape
 #: The TTLs the model's ``CacheTTL`` enum names (botocore does not check enums itself).
-CACHE_TTLS = tuple(_SERVICE.shape_for("CacheTTL").enum)
+CACHE_TTLS = tuple(SERVICE.shape_for("CacheTTL").enum)
 
 
 def botocore_errors(converse: dict[str, Any]) -> str | None:

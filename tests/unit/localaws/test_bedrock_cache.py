@@ -18,8 +18,7 @@ from typing import Any
 import boto3
 import botocore.session
 import pytest
-from botocore.loaders import Loader
-from botocore.model import ListShape, ServiceModel, Shape, StructureShape
+from botocore.model import ListShape, Shape, StructureShape
 from botocore.validate import ParamValidator
 from hypothesis import given
 from hypothesis import strategies as st
@@ -46,7 +45,7 @@ from localaws.model_stage import (
     put_answer,
     put_answer_async,
 )
-from tests.converse_rules import MODEL_DIR
+from tests.converse_rules import SERVICE
 from worker.adapters.dynamodb import history_page
 from worker.memory import (
     FoldState,
@@ -508,13 +507,7 @@ def test_the_stages_own_point_is_1h_when_any_point_of_the_view_is(
 
 # --- the usage's shape: botocore 1.44.5's bedrock-runtime model ---------------------------
 
-_SERVICE = ServiceModel(
-    Loader(
-        extra_search_paths=[str(MODEL_DIR)], include_default_search_paths=False
-    ).load_service_model("bedrock-runtime", "service-2"),
-    "bedrock-runtime",
-)
-CONVERSE_RESPONSE = _SERVICE.operation_model("Converse").output_shape
+CONVERSE_RESPONSE = SERVICE.operation_model("Converse").output_shape
 TOKEN_USAGE = CONVERSE_RESPONSE.members["usage"]
 
 
