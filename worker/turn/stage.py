@@ -1,4 +1,6 @@
-"""The converse stage's turn: command in, one Query, the window, the prompt out, maybe a fold.
+"""The converse stage's turn: read the history, plan (:func:`worker.planning.plan_turn`), log
+the plan, send the prompt, then write what follows it: the ledger's done mark, a fold request
+when one is due, the window's anchor when it moved.
 
 Each received message yields an :data:`Outcome`; the consumer acts on it (delete,
 dead-letter, or return to the queue with a delay). Nothing here deletes or logs content.
