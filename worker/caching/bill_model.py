@@ -82,10 +82,6 @@ class CacheRules:
         """The life of a point that carries no ``ttl`` of its own."""
         return _TTL_SECONDS[self.ttl]
 
-    @property
-    def write_multiplier(self) -> float:
-        return _WRITE_MULTIPLIER[self.ttl]
-
 
 @dataclass(frozen=True, slots=True)
 class TurnCost:
