@@ -11,7 +11,13 @@ import pytest
 
 from tests.infra.cfn_deploy import aws_client, backlog_scaling_policy, deploy_stack
 from tests.infra.cfn_deploy import register_backlog_scaling as register_scaling
-from worker.app.resources import CONVERSE_VISIBILITY_TIMEOUT, MAX_RECEIVE_COUNT, Resources
+from worker.app.resources import (
+    CONVERSE_VISIBILITY_TIMEOUT,
+    DEAD_LETTER_RETENTION_SECONDS,
+    MAX_RECEIVE_COUNT,
+    SOURCE_RETENTION_SECONDS,
+    Resources,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -57,6 +63,16 @@ def test_each_deployed_queue_redrives_to_its_own_dead_letter_queue(
     assert int(redrive["maxReceiveCount"]) == MAX_RECEIVE_COUNT
     assert queue["SqsManagedSseEnabled"] == "true"
     assert "RedrivePolicy" not in dead_letter_queue
+
+
+@pytest.mark.parametrize(("queue_output", "dead_letter_output"), DEAD_LETTER_OUTPUT_OF.items())
+def test_each_deployed_dead_letter_queue_outlives_its_source(
+    moto_endpoint: str, outputs: dict[str, str], queue_output: str, dead_letter_output: str
+) -> None:
+    queue = queue_attributes(moto_endpoint, outputs[queue_output])
+    dead_letter_queue = queue_attributes(moto_endpoint, outputs[dead_letter_output])
+    assert int(queue["MessageRetentionPeriod"]) == SOURCE_RETENTION_SECONDS
+    assert int(dead_letter_queue["MessageRetentionPeriod"]) == DEAD_LETTER_RETENTION_SECONDS
 
 
 def test_the_deployed_converse_queue_has_the_default_visibility_timeout(

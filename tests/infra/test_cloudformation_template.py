@@ -20,8 +20,9 @@ from tests.infra.cfn_yaml import (
 from tests.infra.stopping import kill_after_seconds
 from worker.app.resources import (
     CONVERSE_VISIBILITY_TIMEOUT,
+    DEAD_LETTER_RETENTION_SECONDS,
     MAX_RECEIVE_COUNT,
-    RETENTION_SECONDS,
+    SOURCE_RETENTION_SECONDS,
     TTL_ATTRIBUTE,
     Resources,
     dead_letter_name,
@@ -176,16 +177,58 @@ def test_max_receive_count_defaults_to_the_bootstrap_value(template: dict[str, A
 
 
 @pytest.mark.parametrize("queue", [*DEAD_LETTER_QUEUE_OF, *DEAD_LETTER_QUEUE_OF.values()])
-def test_every_queue_is_encrypted_and_keeps_messages_for_the_retention_parameter(
-    template: dict[str, Any], queue: str
+def test_every_queue_is_encrypted(template: dict[str, Any], queue: str) -> None:
+    assert properties(template, queue)["SqsManagedSseEnabled"] is True
+
+
+#: SQS's longest retention: fourteen days.
+SQS_MAX_RETENTION_SECONDS = 1_209_600
+
+
+@pytest.mark.parametrize(("queue", "dead_letter_queue"), DEAD_LETTER_QUEUE_OF.items())
+def test_dead_letter_queues_keep_messages_fourteen_days_and_their_sources_the_parameter(
+    template: dict[str, Any], queue: str, dead_letter_queue: str
 ) -> None:
-    queue_properties = properties(template, queue)
-    assert queue_properties["SqsManagedSseEnabled"] is True
-    assert queue_properties["MessageRetentionPeriod"] == {"Ref": "MessageRetentionPeriod"}
+    assert properties(template, queue)["MessageRetentionPeriod"] == {
+        "Ref": "SourceRetentionSeconds"
+    }
+    assert (
+        properties(template, dead_letter_queue)["MessageRetentionPeriod"]
+        == DEAD_LETTER_RETENTION_SECONDS
+        == SQS_MAX_RETENTION_SECONDS
+    )
 
 
-def test_retention_defaults_to_fourteen_days(template: dict[str, Any]) -> None:
-    assert parameter_default(template, "MessageRetentionPeriod") == RETENTION_SECONDS == 1_209_600
+def test_source_retention_defaults_to_four_days_as_bootstrap_creates_it(
+    template: dict[str, Any],
+) -> None:
+    assert parameter_default(template, "SourceRetentionSeconds") == SOURCE_RETENTION_SECONDS
+    assert SOURCE_RETENTION_SECONDS == 4 * 86_400
+
+
+def test_the_template_refuses_a_source_retention_a_dead_letter_could_not_outlive(
+    template: dict[str, Any],
+) -> None:
+    """SQS moves a dead letter with its first enqueue time and deletes it when the dead-letter
+    queue's retention has passed since then. So the parameter's bounds (CloudFormation checks
+    MinValue and MaxValue as numbers) keep a source's retention below the dead-letter queue's,
+    and leave time after the age alarm: the longest source retention plus the highest alarm
+    threshold still ends before the dead letter expires."""
+    source = template["Parameters"]["SourceRetentionSeconds"]
+    alarm = template["Parameters"]["DeadLetterAgeAlarmSeconds"]
+    assert int(source["MaxValue"]) == 7 * 86_400 < DEAD_LETTER_RETENTION_SECONDS
+    assert int(source["MinValue"]) == 60  # SQS's shortest
+    assert int(source["MaxValue"]) + int(alarm["MaxValue"]) < DEAD_LETTER_RETENTION_SECONDS
+    assert int(alarm["MinValue"]) > 0
+
+
+def test_payloads_outlive_the_dead_letters_that_point_at_them_by_default(
+    template: dict[str, Any],
+) -> None:
+    """Dead letters too big to send inline are pointers to the bucket, as are inbound
+    payloads redriven from the dead-letter queue."""
+    expiration_days = parameter_default(template, "PayloadExpirationDays")
+    assert expiration_days * 86_400 >= DEAD_LETTER_RETENTION_SECONDS
 
 
 @pytest.mark.parametrize(
@@ -597,6 +640,26 @@ def test_any_message_in_a_dead_letter_queue_raises_an_alarm(
     (alarm,) = alarms_on(template, "ApproximateNumberOfMessagesVisible", dead_letter_queue)
     assert alarm["ComparisonOperator"] == "GreaterThanThreshold"
     assert alarm["Threshold"] == 0
+
+
+def test_a_converse_dead_letter_left_waiting_raises_an_alarm_in_time_to_redrive_it(
+    template: dict[str, Any],
+) -> None:
+    """Beside the depth alarm, the age of the oldest dead letter: one left unhandled for
+    DeadLetterAgeAlarmSeconds raises an alarm that says how long it has left."""
+    (alarm,) = alarms_on(template, "ApproximateAgeOfOldestMessage", "ConverseDeadLetterQueue")
+    assert alarm["Statistic"] == "Maximum"
+    assert alarm["ComparisonOperator"] == "GreaterThanThreshold"
+    assert alarm["Threshold"] == {"Ref": "DeadLetterAgeAlarmSeconds"}
+    assert parameter_default(template, "DeadLetterAgeAlarmSeconds") == 3 * 86_400
+    assert alarm["TreatMissingData"] == "notBreaching"
+    assert alarm["AlarmActions"] == {
+        "Fn::If": ["HasAlarmTopic", [{"Ref": "AlarmTopicArn"}], {"Ref": "AWS::NoValue"}]
+    }
+    description = alarm["AlarmDescription"]["Fn::Sub"]
+    assert str(DEAD_LETTER_RETENTION_SECONDS) in description
+    assert "${SourceRetentionSeconds}" in description
+    assert "${DeadLetterAgeAlarmSeconds}" in description
 
 
 def test_an_old_converse_command_raises_an_alarm(template: dict[str, Any]) -> None:

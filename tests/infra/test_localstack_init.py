@@ -15,7 +15,12 @@ import boto3
 import pytest
 import yaml
 
-from worker.app.resources import Resources, create_resources
+from worker.app.resources import (
+    DEAD_LETTER_RETENTION_SECONDS,
+    SOURCE_RETENTION_SECONDS,
+    Resources,
+    create_resources,
+)
 from worker.app.runtime import aws_clients
 
 pytestmark = pytest.mark.integration
@@ -102,6 +107,13 @@ def test_the_compose_init_creates_what_worker_bootstrap_creates(moto_endpoint: s
         "mira-compaction-dlq",
     }
     assert from_compose["queues"]["mira-converse"]["RedriveTo"] == "mira-converse-dlq"
+    retention = {name: q["MessageRetentionPeriod"] for name, q in from_compose["queues"].items()}
+    assert retention == {
+        name: str(
+            DEAD_LETTER_RETENTION_SECONDS if name.endswith("-dlq") else SOURCE_RETENTION_SECONDS
+        )
+        for name in retention
+    }
     assert from_compose["tables"]["mira-history"]["TTL"] == "expires_at"
     assert from_compose["buckets"] == ["mira-payloads"]
     assert "CONVERSE_QUEUE_URL=" in printed

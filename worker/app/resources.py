@@ -23,8 +23,12 @@ if TYPE_CHECKING:  # the stubs are a dev dependency: nothing of them runs
 MAX_RECEIVE_COUNT = 5
 #: Seconds a received converse command stays invisible; the worker's grace period is shorter.
 CONVERSE_VISIBILITY_TIMEOUT = 60
-#: Fourteen days, SQS's longest retention, on every queue.
-RETENTION_SECONDS = 1_209_600
+#: Seconds the converse, model and compaction queues keep a message: four days.
+SOURCE_RETENTION_SECONDS = 345_600
+#: Fourteen days, SQS's longest retention, on every dead-letter queue. SQS moves a dead letter
+#: with its first enqueue time and deletes it that long after it, so a dead-letter queue must
+#: keep a message longer than its source queue did.
+DEAD_LETTER_RETENTION_SECONDS = 1_209_600
 #: Attribute DynamoDB's TTL reads on the command records (epoch seconds).
 TTL_ATTRIBUTE = "expires_at"
 
@@ -86,10 +90,12 @@ def dead_letter_name(queue_name: str) -> str:
     return queue_name + "-dlq"
 
 
-def queue_attributes(spec: QueueSpec, *, fifo: bool) -> dict[QueueAttributeNameType, str]:
+def queue_attributes(
+    spec: QueueSpec, *, fifo: bool, retention_seconds: int
+) -> dict[QueueAttributeNameType, str]:
     attributes: dict[QueueAttributeNameType, str] = {
         "VisibilityTimeout": str(spec.visibility_timeout),
-        "MessageRetentionPeriod": str(RETENTION_SECONDS),
+        "MessageRetentionPeriod": str(retention_seconds),
         "SqsManagedSseEnabled": "true",
     }
     if fifo:
@@ -114,12 +120,16 @@ async def create_resources(
         fifo = spec.name.endswith(".fifo")
         dlq = await sqs.create_queue(
             QueueName=dead_letter_name(spec.name),
-            Attributes=queue_attributes(QueueSpec(spec.env, spec.name), fifo=fifo),
+            Attributes=queue_attributes(
+                QueueSpec(spec.env, spec.name),
+                fifo=fifo,
+                retention_seconds=DEAD_LETTER_RETENTION_SECONDS,
+            ),
         )
         dlq_arn = (
             await sqs.get_queue_attributes(QueueUrl=dlq["QueueUrl"], AttributeNames=["QueueArn"])
         )["Attributes"]["QueueArn"]
-        attributes = queue_attributes(spec, fifo=fifo)
+        attributes = queue_attributes(spec, fifo=fifo, retention_seconds=SOURCE_RETENTION_SECONDS)
         attributes["RedrivePolicy"] = json.dumps(
             {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": str(MAX_RECEIVE_COUNT)}
         )
