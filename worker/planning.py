@@ -12,7 +12,11 @@ anchor it holds), the current counsel message, when it was sent, and a small fro
 - the anchor to write (none when the stored one stays, or equals the new one);
 - any fold gap, and whether the turn must read an older page before it can decide
   (:attr:`TurnPlan.needs_older`: the window's floor opens on an answer whose question lies
-  beyond the page).
+  beyond the page);
+- what the page's stored bills teach (:func:`observe`: the newest bill checked against its
+  expectation, the conversation's token calibration, whether any cache entry is alive at
+  ``sent_at``), and the payload's ``cache`` block, what this prompt expects of the cache.
+  In the cache-aligned mode a cold cache (every entry dead) re-anchors the window.
 
 The stage, ``worker window``, the tests and the benchmark all call this function; none of
 them decides a turn another way. The fold request is decided at its claim by
@@ -33,11 +37,22 @@ from worker.caching.anchor import (
     cache_aligned_window,
 )
 from worker.caching.lifetimes import (
+    HIT_MARGIN_SECONDS,
     HistoryCacheTtl,
     TtlChoice,
     choose_ttls,
+    expected_read,
     read_pace,
     turn_shape,
+)
+from worker.caching.observed import (
+    NOTHING_OBSERVED,
+    TTL_SECONDS,
+    CacheExpectation,
+    Observation,
+    expectation,
+    observe,
+    view_points,
 )
 from worker.memory import (
     ConverseView,
@@ -78,6 +93,8 @@ class TurnPlan:
     anchor_to_write: WindowAnchor | None = None
     aligned: AlignedWindow | None = None
     ttls: TtlChoice | None = None
+    cache: CacheExpectation | None = None
+    observed: Observation = NOTHING_OBSERVED
 
     @property
     def needs_older(self) -> bool:
@@ -91,15 +108,19 @@ def plan_turn(
 ) -> TurnPlan:
     """Decide the turn for ``message`` (sent at ``sent_at``) over what ``page`` holds."""
     state = page.state
+    observed = _observe(page, sent_at, config.min_tokens)
     if not config.cache_aligned:
         window = bound_history(page.messages, config.limits)
+        view = render_converse(window, message, state.summary)
         return TurnPlan(
             page,
             window,
-            render_converse(window, message, state.summary),
+            view,
             state.summary,
             state.folded_through,
             fold_gap(window, state.folded_through),
+            cache=expectation(view, read=_summary_read(view, page, sent_at, observed, config)),
+            observed=observed,
         )
     stored = page.anchor
     aligned = cache_aligned_window(
@@ -109,6 +130,7 @@ def plan_turn(
         anchor=stored,
         headroom=config.headroom,
         summary=state.summary,
+        cold=observed.cold,
     )
     window, shown = aligned.window, aligned.shown
     shared_through = previous_history_end(window)
@@ -130,23 +152,66 @@ def plan_turn(
         behind=aligned.behind,
     )
     questions = [m.created_at for m in reversed(page.messages) if m.role == "user"]
-    ttls = choose_ttls(
-        shape,
-        read_pace(questions, sent_at),
-        setting=config.cache_ttl,
-        min_tokens=config.min_tokens,
-    )
+    pace = read_pace(questions, sent_at)
+    setting, minimum = config.cache_ttl, config.min_tokens
+    ttls = choose_ttls(shape, pace, setting=setting, min_tokens=minimum, observed=observed)
+    read = expected_read(shape, ttls, setting=setting, min_tokens=minimum, observed=observed)
+    view = with_cache_ttls(view, ttls.ttls)
     return TurnPlan(
         page,
         window,
-        with_cache_ttls(view, ttls.ttls),
+        view,
         shown.summary,
         shown.folded_through,
         fold_gap(window, state.folded_through),
         _anchor_to_write(aligned, stored),
         aligned,
         ttls,
+        expectation(view, read=read),
+        observed,
     )
+
+
+def _observe(page: HistoryPage, sent_at: datetime | None, min_tokens: int) -> Observation:
+    """What the page's stored bills say, for this command's ``sent_at``."""
+    newest_answer = next((m.seq for m in page.messages if m.role == "assistant"), None)
+    newest_question = next((m for m in page.messages if m.role == "user"), None)
+    return observe(
+        page.usage,
+        newest_answer_seq=newest_answer,
+        newest_question_at=newest_question.created_at if newest_question else None,
+        sent_at=sent_at,
+        min_tokens=min_tokens,
+    )
+
+
+def _summary_read(
+    view: ConverseView,
+    page: HistoryPage,
+    sent_at: datetime | None,
+    observed: Observation,
+    config: PlanConfig,
+) -> int:
+    """The sliding view's expected read: the prefix up to the summary's point, when the
+    previous prompt had the same one (as far as its bill says), an entry is alive (by the
+    bills, else the newest question is within 5 minutes of ``sent_at``) and it reaches
+    the model's minimum (calibrated)."""
+    points = view_points(view)
+    if not points:
+        return 0
+    prefix = points[0].prefix_tokens
+    if observed.calibration.tokens(prefix) < config.min_tokens:
+        return 0
+    previous = page.usage[0].expected if page.usage else None
+    if previous is not None and prefix not in {p.prefix_tokens for p in previous.points}:
+        return 0
+    if observed.alive is not None:
+        return prefix if observed.alive else 0
+    asked = next((m.created_at for m in page.messages if m.role == "user"), None)
+    if asked is None or sent_at is None:
+        return 0
+    life = TTL_SECONDS["5m"] - HIT_MARGIN_SECONDS
+    return prefix if 0 <= (sent_at - asked).total_seconds() <= life else 0
 
 
 def _anchor_to_write(aligned: AlignedWindow, stored: WindowAnchor | None) -> WindowAnchor | None:

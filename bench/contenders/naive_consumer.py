@@ -60,7 +60,9 @@ def main() -> int:
                 page = history_page(dynamodb.query(**query))  # the stage's own parser
                 plan = plan_turn(page, command.message, sent_at=command.sent_time, config=config)
                 shown = (plan.summary, plan.folded_through)
-                payload = prompt_payload(command, plan.window, page.state, plan.view, shown=shown)
+                payload = prompt_payload(
+                    command, plan.window, page.state, plan.view, shown=shown, cache=plan.cache
+                )
                 body = encode_body(payload)
                 sqs.send_message(QueueUrl=settings.model_queue_url, MessageBody=body)
                 sqs.delete_message(

@@ -255,7 +255,9 @@ def stage_prompt(command: ConverseCommand, page: HistoryPage) -> tuple[TurnPlan,
     config = Settings.at_defaults().plan_config
     plan = plan_turn(page, command.message, sent_at=command.sent_time, config=config)
     shown = (plan.summary, plan.folded_through)
-    return plan, prompt_payload(command, plan.window, page.state, plan.view, shown=shown)
+    return plan, prompt_payload(
+        command, plan.window, page.state, plan.view, shown=shown, cache=plan.cache
+    )
 
 
 def expected_payload(command: Command, conversation: Conversation) -> str:

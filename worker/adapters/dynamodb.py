@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, TypeAlias
 
 from worker.adapters.client_errors import aws_call
 from worker.caching.anchor import SummarySnapshot, WindowAnchor
+from worker.caching.observed import ModelUsage
 from worker.memory import CompactionPlan, FoldState, HistoryMessage
 from worker.memory.history_window import Role
 from worker.ports import HistoryPage
@@ -152,6 +153,7 @@ def history_page(response: QueryOutputTypeDef) -> HistoryPage:
     anchor: WindowAnchor | None = None
     messages: list[HistoryMessage] = []
     malformed: list[str] = []
+    usage: list[ModelUsage] = []
     for item in response.get("Items", []):
         sk = item.get("sk", {}).get("S", "")
         if sk == STATE_KEY:
@@ -160,8 +162,10 @@ def history_page(response: QueryOutputTypeDef) -> HistoryPage:
         parsed = _history_message(item)
         if isinstance(parsed, str):
             malformed.append(parsed)
-        else:
-            messages.append(parsed)
+            continue
+        messages.append(parsed)
+        if parsed.role == "assistant" and (bill := model_usage(item, parsed.seq)) is not None:
+            usage.append(bill)
     older = response.get("LastEvaluatedKey", {}).get("sk", {}).get("S")
     return HistoryPage(
         state=state,
@@ -169,7 +173,43 @@ def history_page(response: QueryOutputTypeDef) -> HistoryPage:
         malformed=tuple(malformed),
         older=older,
         anchor=anchor,
+        usage=tuple(usage),
     )
+
+
+def model_usage(item: Item, seq: int) -> ModelUsage | None:
+    """An answer's ``model_usage`` (the bill the writer stored with it), or None when it has
+    none or it is not one (an older writer's answer, or a malformed map: the turn then
+    behaves as without it)."""
+    value = item.get("model_usage")
+    if not isinstance(value, Mapping) or "M" not in value:
+        return None
+    return ModelUsage.from_json(seq, _plain(value))
+
+
+def _plain(value: object, depth: int = 0) -> object:
+    """A DynamoDB attribute value as a plain one (maps, lists, strings, numbers, booleans,
+    None); anything else, or nesting past 8 levels, as None."""
+    if not isinstance(value, Mapping) or len(value) != 1 or depth > 8:
+        return None
+    ((kind, inner),) = value.items()
+    if kind == "M" and isinstance(inner, Mapping):
+        return {str(key): _plain(member, depth + 1) for key, member in inner.items()}
+    if kind == "L" and isinstance(inner, list):
+        return [_plain(member, depth + 1) for member in inner]
+    if kind == "N" and isinstance(inner, str):
+        try:
+            return int(inner)
+        except ValueError:
+            try:
+                return float(inner)
+            except ValueError:
+                return None
+    if kind == "S" and isinstance(inner, str):
+        return inner
+    if kind == "BOOL" and isinstance(inner, bool):
+        return inner
+    return None
 
 
 class DynamoHistoryStore:

@@ -49,8 +49,9 @@ AnchorOutcome = Literal["kept", "reanchored", "fallback"]
 #: since it was chosen and no snapshot holds the summary it was chosen under, ``[A,
 #: newest]`` no longer fits the budget (or ``A`` lies beyond the input read, or the
 #: snapshot's unfolded tail alone is over the budget), or the anchor cannot be this
-#: history's (not an exchange start, not in it, newer than ``S_must``).
-ReanchorReason = Literal["first_turn", "fold_moved", "overflow", "invalid"]
+#: history's (not an exchange start, not in it, newer than ``S_must``), or every cache entry
+#: is dead at the command's ``sent_at`` (``cold``: the turn writes its whole prompt anyway).
+ReanchorReason = Literal["first_turn", "fold_moved", "overflow", "invalid", "cold"]
 
 
 #: The headroom's defaults (``HISTORY_WINDOW_ANCHOR_HEADROOM_TOKENS`` / ``_MESSAGES``). The
@@ -153,8 +154,14 @@ def cache_aligned_window(
     anchor: WindowAnchor | None,
     headroom: AnchorHeadroom,
     summary: str | None = None,
+    cold: bool = False,
 ) -> AlignedWindow:
     """Choose the window for this turn: keep ``anchor``, re-anchor, or fall back.
+
+    ``cold``: no cache entry of the conversation is alive (the caller knows it from the
+    stored bills or the gap since the last question), so keeping the anchor saves nothing:
+    a window that would be kept re-anchors instead (reason ``cold``), with the newest
+    summary and the whole headroom.
 
     ``anchor`` is the one stored after the last turn (None on a conversation's first
     turn in this mode), with the summary snapshot it carries; ``folded_through`` and
@@ -180,7 +187,9 @@ def cache_aligned_window(
             reason = "overflow"  # the snapshot's unfolded tail alone is over the budget
         else:
             kept, reason = _kept_start(reader, lag_must, lagged.folded_through, anchor)
-            if kept is not None:
+            if kept is not None and cold:
+                reason = "cold"
+            elif kept is not None:
                 window = reader.window(kept)
                 behind = folded - lagged.folded_through
                 return AlignedWindow(window, "kept", None, anchor, lagged, behind)
@@ -189,7 +198,9 @@ def cache_aligned_window(
         return _fallback(reader, limits, newest)
     if reason is None:
         kept, reason = _kept_start(reader, must, folded, anchor)
-        if kept is not None:
+        if kept is not None and cold:
+            reason = "cold"
+        elif kept is not None:
             return AlignedWindow(reader.window(kept), "kept", None, anchor, newest)
     start = _extend(reader, must, headroom)
     new_anchor = WindowAnchor(reader.seq(start), folded, _snapshot_of(newest))

@@ -41,6 +41,7 @@ from datetime import datetime
 from itertools import pairwise, product
 from typing import Literal
 
+from worker.caching.observed import NOTHING_OBSERVED, Observation
 from worker.memory.converse import CacheTtl, ConverseView, cache_point_prefixes
 from worker.memory.history_window import Window, WindowLimits
 from worker.memory.tokens import estimate_tokens
@@ -71,6 +72,8 @@ _HIT_SAVES = 1.25 - 0.1
 _ORDER: tuple[PointTtl, ...] = ("1h", "5m", None)
 #: Tried in this order, so that of equal costs the shorter TTL is kept.
 _CANDIDATES: tuple[PointTtl, ...] = ("5m", "1h", None)
+#: For a conversation whose ``1h`` writes come back as ``5m``.
+_CANDIDATES_NO_1H: tuple[PointTtl, ...] = ("5m", None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,23 +208,63 @@ def turn_shape(
 
 
 def choose_ttls(
-    shape: TurnShape, pace: Pace | None, *, setting: HistoryCacheTtl, min_tokens: int
+    shape: TurnShape,
+    pace: Pace | None,
+    *,
+    setting: HistoryCacheTtl,
+    min_tokens: int,
+    observed: Observation = NOTHING_OBSERVED,
 ) -> TtlChoice:
-    """The TTL of each point of ``shape`` under ``setting`` (see the module's docstring)."""
+    """The TTL of each point of ``shape`` under ``setting`` (see the module's docstring).
+
+    ``observed`` is what the page's stored bills say (:func:`worker.caching.observed.observe`):
+    the calibrated tokens decide which prefixes reach ``min_tokens``, whether an entry is
+    alive replaces the guess of the previous turn's TTL, and a conversation whose ``1h``
+    writes came back as ``5m`` is not offered ``1h``. Without bills it changes nothing."""
     count = len(shape.points)
     five = _every("5m", count)
     if setting != "adaptive":
         return TtlChoice(_every(setting, count), "fixed", pace)
     if pace is None or not pace.gaps:
         return TtlChoice(five, "no_pace", pace)
-    cacheable = [i for i, point in enumerate(shape.points) if point.prefix >= min_tokens]
+    tokens = observed.calibration.tokens
+    cacheable = [i for i, point in enumerate(shape.points) if tokens(point.prefix) >= min_tokens]
     if not cacheable:
         return TtlChoice(five, "below_minimum", pace)
-    previous = _previous_life(shape, pace, cacheable)
-    lives = previous is not None and pace.gaps[-1] <= _LIFE[previous] - HIT_MARGIN_SECONDS
+    if observed.alive is not None:
+        lives = observed.alive
+    else:
+        previous = _previous_life(shape, pace, cacheable)
+        lives = previous is not None and pace.gaps[-1] <= _LIFE[previous] - HIT_MARGIN_SECONDS
     read = shape.shared if lives else 0
-    best = _optimise(shape, pace, cacheable, read)
+    candidates = _CANDIDATES_NO_1H if observed.no_1h else _CANDIDATES
+    best = _optimise(shape, pace, cacheable, read, candidates)
     return TtlChoice(_spread(best, cacheable, count), "expected_cost", pace, read)
+
+
+def expected_read(
+    shape: TurnShape,
+    choice: TtlChoice,
+    *,
+    setting: HistoryCacheTtl,
+    min_tokens: int,
+    observed: Observation = NOTHING_OBSERVED,
+) -> int:
+    """The estimated tokens this turn expects to read from the cache: the prefix it shares
+    with the previous turn's, when an entry holding it is alive (known from the bills, else
+    the previous turn's TTL as the setting or the policy gave it, against the newest gap)
+    and it reaches the model's minimum (calibrated)."""
+    if shape.shared <= 0 or observed.calibration.tokens(shape.shared) < min_tokens:
+        return 0
+    if choice.why == "expected_cost":
+        return choice.read
+    if observed.alive is not None:
+        return shape.shared if observed.alive else 0
+    pace = choice.pace
+    if pace is None or not pace.gaps:
+        return 0
+    life = _LIFE["5m" if setting == "adaptive" else setting]
+    return shape.shared if pace.gaps[-1] <= life - HIT_MARGIN_SECONDS else 0
 
 
 def _every(ttl: CacheTtl, count: int) -> tuple[PointTtl, ...]:
@@ -247,7 +290,11 @@ def _previous_life(shape: TurnShape, pace: Pace, cacheable: Sequence[int]) -> Po
 
 
 def _optimise(
-    shape: TurnShape, pace: Pace, cacheable: Sequence[int], read: int
+    shape: TurnShape,
+    pace: Pace,
+    cacheable: Sequence[int],
+    read: int,
+    candidates: tuple[PointTtl, ...] = _CANDIDATES,
 ) -> tuple[PointTtl, ...]:
     """The non-increasing TTLs of the cacheable points with the least expected cost.
 
@@ -266,7 +313,7 @@ def _optimise(
         start = point.prefix
     best: tuple[PointTtl, ...] = ()
     best_cost = float("inf")
-    for ttls in product(_CANDIDATES, repeat=len(segments)):
+    for ttls in product(candidates, repeat=len(segments)):
         ranks = [_ORDER.index(ttl) for ttl in ttls]
         if ranks != sorted(ranks):
             continue  # a longer TTL after a shorter one: refused by Bedrock

@@ -34,6 +34,7 @@ from worker.telemetry.tracing import (
 from worker.timing import Clock, LoopClock
 
 if TYPE_CHECKING:
+    from worker.caching.observed import CacheCheck
     from worker.memory import ConverseView, FoldGap, Window
 
 
@@ -122,6 +123,19 @@ class Turn:
         if self.span.is_recording():
             for ttl, points in counts.items():
                 self.span.set_attribute(f"converse.cache_points.{ttl}", points)
+
+    def cache_observed(self, check: CacheCheck) -> None:
+        """The newest observed answer checked: its billed input, the read expected and made,
+        and a miss by cause; the span says the cause."""
+        metrics = self._metrics
+        metrics.count(m.CACHE_CHECKS)
+        metrics.observe(m.OBSERVED_BILLED_INPUT_UNITS, round(check.billed_units, 1))
+        metrics.observe(m.EXPECTED_CACHE_READ_TOKENS, check.expected_read_tokens)
+        metrics.observe(m.OBSERVED_CACHE_READ_TOKENS, check.read_tokens)
+        if check.cause is not None:
+            metrics.cache_missed(check.cause)
+        if self.span.is_recording():
+            self.span.set_attribute("converse.cache.miss_cause", check.cause or "none")
 
     def mark(self, metric: str, attribute: str) -> None:
         """One more of ``metric``; the span says it happened."""
@@ -252,6 +266,11 @@ def window_anchored(outcome: str, reason: str | None) -> None:
 def ttls_chosen(counts: dict[str, int]) -> None:
     if (turn := _TURN.get()) is not None:
         turn.ttls_chosen(counts)
+
+
+def cache_observed(check: CacheCheck) -> None:
+    if (turn := _TURN.get()) is not None:
+        turn.cache_observed(check)
 
 
 def duplicate_skipped() -> None:

@@ -76,6 +76,17 @@ WINDOW_REANCHORS = "WindowReanchors"
 #: ``none``: left out), per Ttl, written when the interval had any.
 CACHE_POINT_TTLS = "CachePointTtls"
 TTL_DIMENSION = "Ttl"
+#: The bill, observed (an answer's ``model_usage`` checked on the next turn): the checks
+#: made (every interval, for the share of misses), and the misses, in all and per Cause
+#: (written when the interval had any).
+CACHE_CHECKS = "CacheChecks"
+CACHE_MISSES = "CacheMisses"
+CAUSE_DIMENSION = "Cause"
+#: Per check: the answer's input as billed (uncached 1x, read 0.1x, written 1.25x or 2x),
+#: and the cache read it was expected to make (calibrated) and made, in tokens.
+OBSERVED_BILLED_INPUT_UNITS = "ObservedBilledInputUnits"
+EXPECTED_CACHE_READ_TOKENS = "ExpectedCacheReadTokens"
+OBSERVED_CACHE_READ_TOKENS = "ObservedCacheReadTokens"
 
 #: Summed over each interval, written every interval.
 COUNTERS: Mapping[str, str] = {
@@ -89,6 +100,7 @@ COUNTERS: Mapping[str, str] = {
     LIVENESS_FAILURES: "Count",
     DEPENDENCY_FAILING: "Count",
     DEPENDENCY_RECOVERED: "Count",
+    CACHE_CHECKS: "Count",
 }
 #: One value per event, written when the interval has any.
 DISTRIBUTIONS: Mapping[str, str] = {
@@ -98,6 +110,9 @@ DISTRIBUTIONS: Mapping[str, str] = {
     WINDOW_DROPPED: "Count",
     WINDOW_TRIMMED: "Count",
     WINDOW_LEFT_OUT: "Count",
+    OBSERVED_BILLED_INPUT_UNITS: "None",
+    EXPECTED_CACHE_READ_TOKENS: "Count",
+    OBSERVED_CACHE_READ_TOKENS: "Count",
 }
 
 
@@ -116,6 +131,10 @@ class Recorder(Protocol):
 
     def ttl_chosen(self, ttl: str, points: int) -> None:
         """``points`` cache points of a view got this TTL (``none``: left out)."""
+        ...
+
+    def cache_missed(self, cause: str) -> None:
+        """An observed answer read less than expected, for this cause (in all and by cause)."""
         ...
 
 
@@ -137,6 +156,9 @@ class NoMetrics:
     def ttl_chosen(self, ttl: str, points: int) -> None:
         pass
 
+    def cache_missed(self, cause: str) -> None:
+        pass
+
 
 NO_METRICS = NoMetrics()
 
@@ -148,6 +170,7 @@ class Tally:
     rejected: Counter[str]
     reanchored: Counter[str] = field(default_factory=Counter)
     ttls: Counter[str] = field(default_factory=Counter)
+    misses: Counter[str] = field(default_factory=Counter)
 
 
 class MetricsBook:
@@ -172,6 +195,9 @@ class MetricsBook:
 
     def ttl_chosen(self, ttl: str, points: int) -> None:
         self._tally.ttls[ttl] += points
+
+    def cache_missed(self, cause: str) -> None:
+        self._tally.misses[cause] += 1
 
     def take(self) -> Tally:
         """Everything recorded so far; the book starts again empty."""
@@ -201,11 +227,17 @@ def emf_documents(tally: Tally, dimensions: Mapping[str, str], timestamp: dateti
         context.metrics[name].values.extend(values[1:])
     if tally.reanchored:
         context.put_metric(WINDOW_REANCHORS, sum(tally.reanchored.values()), "Count")
+    if tally.misses:
+        context.put_metric(CACHE_MISSES, sum(tally.misses.values()), "Count")
     documents = LogSerializer.serialize(context)
-    by_reason = [(COMMANDS_REJECTED, tally.rejected), (WINDOW_REANCHORS, tally.reanchored)]
-    for metric, counts in by_reason:
+    by_dimension = [
+        (COMMANDS_REJECTED, REASON_DIMENSION, tally.rejected),
+        (WINDOW_REANCHORS, REASON_DIMENSION, tally.reanchored),
+        (CACHE_MISSES, CAUSE_DIMENSION, tally.misses),
+    ]
+    for metric, dimension, counts in by_dimension:
         for reason, count in sorted(counts.items()):
-            one = _context({**dimensions, REASON_DIMENSION: reason}, timestamp)
+            one = _context({**dimensions, dimension: reason}, timestamp)
             one.put_metric(metric, count, "Count")
             documents += LogSerializer.serialize(one)
     for ttl, count in sorted(tally.ttls.items()):

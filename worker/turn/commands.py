@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from worker.caching.observed import CacheExpectation
 from worker.errors import RejectedCommand
 from worker.memory import CompactionPlan, ConverseView, FoldState, Window, is_blank
 
@@ -87,11 +88,13 @@ def prompt_payload(
     view: ConverseView,
     *,
     shown: tuple[str | None, int] | None = None,
+    cache: CacheExpectation | None = None,
 ) -> dict[str, Any]:
     """The contract's prompt payload; ``message`` is the command's, exactly as received, and
     ``converse`` the model-ready view of the same prompt. ``memory`` is the summary the
     prompt shows (``shown``: summary and mark, the cache-aligned mode's snapshot) or else
-    ``state``'s."""
+    ``state``'s. ``cache``, when the view has a cache point, is what the stage expects the
+    prompt cache to read (the model stage hands it back with the answer's bill)."""
     summary, folded = shown if shown is not None else (state.summary, state.folded_through)
     memory = {"summary": summary, "folded_through": folded} if summary is not None else None
     return {
@@ -108,6 +111,7 @@ def prompt_payload(
             "estimated_tokens": window.estimated_tokens,
             "left_out": len(view.left_out),
         },
+        **({"cache": cache.as_json()} if cache is not None else {}),
         "converse": {"system": list(view.system), "messages": list(view.messages)},
     }
 

@@ -15,9 +15,11 @@ log = get_logger()
 
 
 def log_plan(plan: TurnPlan) -> None:
-    """The memory's work on this turn's history, and in the cache-aligned mode the anchor."""
+    """The memory's work on this turn's history, in the cache-aligned mode the anchor, and
+    the newest stored bill's check."""
     log_memory(plan)
     log_anchor(plan)
+    log_observed(plan)
 
 
 def log_memory(plan: TurnPlan) -> None:
@@ -92,3 +94,36 @@ def log_anchor(plan: TurnPlan) -> None:
         stored_folded_through=stored.folded_through if stored is not None else None,
         write=plan.anchor_to_write is not None,
     )
+
+
+def log_observed(plan: TurnPlan) -> None:
+    """The newest answer with a stored bill, checked against what its prompt expected: the
+    expected and observed tokens, the cause of a miss (a warning when nothing the stage
+    knows explains it), and the conversation's calibration and cache state now."""
+    observed = plan.observed
+    check = observed.check
+    if check is None:
+        return
+    calibration = observed.calibration
+    fields = {
+        "answer_seq": check.seq,
+        "answer_command_id": check.command_id,
+        "expected_read": check.expected_read,
+        "expected_read_tokens": check.expected_read_tokens,
+        "read_tokens": check.read_tokens,
+        "write_tokens": check.write_tokens,
+        "written_5m": check.written_5m,
+        "written_1h": check.written_1h,
+        "billed_units": round(check.billed_units, 1),
+        "cause": check.cause,
+        "downgraded": check.downgraded,
+        "calibration_ratio": round(calibration.ratio, 3),
+        "calibration_offset": round(calibration.offset),
+        "calibration_samples": calibration.samples,
+        "alive": observed.alive,
+        "cold": observed.cold,
+    }
+    if check.cause == "unexplained":
+        log.warning("clerk.converse_cache_observed", **fields)
+    else:
+        log.info("clerk.converse_cache_observed", **fields)

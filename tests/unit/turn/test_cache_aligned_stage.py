@@ -408,12 +408,18 @@ async def test_the_pace_is_read_from_created_at_and_sent_at_never_the_stages_clo
     """GIVEN a deliberate conversation (questions 7-12 minutes apart) with its timestamps,
     WHEN the same turn is served by stages whose clocks are hours apart, THEN the payloads
     are byte for byte the same, and the choice names the gaps read."""
-    table = HistoryTable()
-    last = stamped(table, [420, 600, 480, 720, 540, 660])
-    table.fold(4, SUMMARY)
+
+    def deliberate() -> tuple[HistoryTable, datetime]:
+        table = HistoryTable()
+        last = stamped(table, [420, 600, 480, 720, 540, 660])
+        table.fold(4, SUMMARY)
+        return table, last
+
+    # Each stage serves a table of its own: the first would leave its anchor in a shared one.
+    table, last = deliberate()
     sent = last + timedelta(minutes=8)
     early, event = await served_at(sent, table, sent)
-    late, _ = await served_at(sent + timedelta(hours=5), table, sent)
+    late, _ = await served_at(sent + timedelta(hours=5), deliberate()[0], sent)
     assert early == late
     assert (event["ttl_why"], event["pace_gaps"], event["pace_newest_gap_s"]) == (
         "expected_cost",

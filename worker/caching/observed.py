@@ -1,0 +1,450 @@
+"""The bill, observed: what the stage expects the prompt cache to do, what the model's ``usage``
+says it did, and what a conversation's stored answers teach the next turn.
+
+``../shared/CONTRACT.md``, "The bill, observed". Three things, all from values the turn
+already read (the answers on its page carry ``model_usage`` when the writer stores it):
+
+- :class:`CacheExpectation`, the payload's ``cache`` block: the view's estimated tokens, the
+  read the stage expects, and each cache point's TTL and estimated prefix, in view order.
+- :func:`check`: the newest answer's expectation against its bill. A read short of the
+  expected one (calibrated, less :data:`MISS_TOLERANCE`) is a miss, and it gets a cause,
+  tried in this order: ``stage_changed_prefix`` (no earlier prompt of the page had a point
+  at the prefix it expected to read: the stage moved it), ``below_minimum`` (that prefix
+  holds fewer real tokens than the model's minimum), ``ttl_downgraded`` (the entry would
+  have lived as the ``1h`` it was asked for, but was written ``5m``), ``expired`` (by the
+  written TTLs and the answers' times, no entry was alive), ``unexplained`` (an entry should
+  have been alive: something outside the stage changed the prefix, or the entry was evicted).
+- :class:`Observation`, what the next turn learns (:func:`observe`): the conversation's
+  token calibration (:class:`Calibration`, observed prompt tokens against the stage's
+  estimate, with the model stage's fixed system-prompt offset), whether any entry is alive
+  at the command's ``sent_at`` (:func:`entries_alive`, replayed from the answers' times
+  and written TTLs), whether it is cold, and whether its ``1h`` writes come back as ``5m``.
+
+Entries are replayed coarsely, as the bill lets them be: a write makes an entry of the
+longest TTL it was billed at (and one of ``5m`` beside it when it also wrote ``5m``
+tokens); a read renews every entry alive then for its own TTL (the bill does not say which
+entry it read). Times are the answers' ``answered_at`` and the command's ``sent_at``, never
+a clock. Pure: no I/O, no logging.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Literal
+
+from worker.memory.converse import CacheTtl, ConverseView
+from worker.memory.tokens import estimate_tokens
+
+Cause = Literal["expired", "stage_changed_prefix", "below_minimum", "ttl_downgraded", "unexplained"]
+CAUSES: tuple[Cause, ...] = (
+    "expired",
+    "stage_changed_prefix",
+    "below_minimum",
+    "ttl_downgraded",
+    "unexplained",
+)
+
+#: Bedrock's cache lifetimes, in seconds; a point without a ``ttl`` lives 5 minutes.
+TTL_SECONDS: Mapping[CacheTtl, float] = {"5m": 300.0, "1h": 3600.0}
+_TTLS: Mapping[object, CacheTtl] = {"5m": "5m", "1h": "1h"}
+_FIVE, _HOUR = TTL_SECONDS["5m"], TTL_SECONDS["1h"]
+#: The longest lifetime Bedrock offers: a gap longer than this leaves every entry dead.
+LONGEST_TTL = timedelta(hours=1)
+#: An entry counts as alive at a moment only when it outlives it by this much: the model
+#: call comes a little after the command is sent.
+ALIVE_MARGIN = timedelta(seconds=30)
+#: A read below this share of the calibrated expectation is a miss (the estimate's error
+#: on the prefix's length is not a miss).
+MISS_TOLERANCE = 0.10
+#: The answers the calibration is fitted on: about one page's.
+CALIBRATION_SAMPLES = 12
+#: Input-token units per token: uncached, read, written for 5 minutes, written for 1 hour.
+PRICE_INPUT = 1.0
+PRICE_READ = 0.1
+PRICE_WRITE: Mapping[CacheTtl, float] = {"5m": 1.25, "1h": 2.0}
+
+
+@dataclass(frozen=True, slots=True)
+class ExpectedPoint:
+    """One cache point of the view: its TTL and the estimated tokens before it."""
+
+    ttl: CacheTtl
+    prefix_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class CacheExpectation:
+    """The payload's ``cache``: the view's estimated tokens (the model stage's own system
+    prompt not counted), the read expected, and each point in view order."""
+
+    prompt_tokens: int
+    expected_read_tokens: int
+    points: tuple[ExpectedPoint, ...]
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "expected_read_tokens": self.expected_read_tokens,
+            "points": [{"ttl": p.ttl, "prefix_tokens": p.prefix_tokens} for p in self.points],
+        }
+
+    @property
+    def asks_1h(self) -> bool:
+        return any(point.ttl == "1h" for point in self.points)
+
+    @classmethod
+    def from_json(cls, value: object) -> CacheExpectation | None:
+        """The block as a writer stored it; None when it is not one."""
+        if not isinstance(value, Mapping):
+            return None
+        prompt = _count(value.get("prompt_tokens"))
+        read = _count(value.get("expected_read_tokens"))
+        raw_points = value.get("points")
+        if prompt is None or read is None or not isinstance(raw_points, Sequence):
+            return None
+        points = []
+        for raw in raw_points:
+            if not isinstance(raw, Mapping):
+                return None
+            ttl, prefix = _TTLS.get(raw.get("ttl")), _count(raw.get("prefix_tokens"))
+            if ttl is None or prefix is None:
+                return None
+            points.append(ExpectedPoint(ttl, prefix))
+        return cls(prompt, read, tuple(points))
+
+
+def view_points(view: ConverseView) -> tuple[ExpectedPoint, ...]:
+    """The view's cache points in order: each one's TTL (``5m`` without one, Bedrock's
+    default) and the estimated tokens before it."""
+    points: list[ExpectedPoint] = []
+    tokens = 0
+    for block in (*view.system, *(b for m in view.messages for b in m["content"])):
+        if "cachePoint" not in block:
+            tokens += estimate_tokens(block["text"])
+        elif "text" not in block:  # (narrows the union to the cache point)
+            points.append(ExpectedPoint(block["cachePoint"].get("ttl", "5m"), tokens))
+    return tuple(points)
+
+
+def view_tokens(view: ConverseView) -> int:
+    """The estimated tokens of the view's text blocks."""
+    tokens = 0
+    for block in (*view.system, *(b for m in view.messages for b in m["content"])):
+        if "cachePoint" not in block:
+            tokens += estimate_tokens(block["text"])
+    return tokens
+
+
+def expectation(view: ConverseView, *, read: int) -> CacheExpectation | None:
+    """The ``cache`` block of a payload whose view is ``view`` and which expects to read
+    ``read`` estimated tokens; None when the view has no cache point."""
+    points = view_points(view)
+    if not points:
+        return None
+    return CacheExpectation(view_tokens(view), read, points)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelUsage:
+    """An answer's ``model_usage`` as the writer stored it: Converse's ``usage`` (the
+    uncached input, the cache's read and written tokens, the writes split by TTL), when
+    the call was made, the command it answered, and that payload's ``cache``."""
+
+    seq: int
+    input_tokens: int
+    read_tokens: int
+    write_tokens: int
+    written_5m: int
+    written_1h: int
+    answered_at: datetime | None = None
+    command_id: str | None = None
+    expected: CacheExpectation | None = None
+
+    @property
+    def prompt_tokens(self) -> int:
+        """The whole prompt's real tokens (the model stage's system prompt included)."""
+        return self.input_tokens + self.read_tokens + self.write_tokens
+
+    @property
+    def billed_units(self) -> float:
+        """The input as billed, in uncached-token units."""
+        return (
+            PRICE_INPUT * self.input_tokens
+            + PRICE_READ * self.read_tokens
+            + PRICE_WRITE["5m"] * self.written_5m
+            + PRICE_WRITE["1h"] * self.written_1h
+        )
+
+    @property
+    def downgraded(self) -> bool:
+        """It asked for ``1h`` and wrote, but only ``5m`` writes came back."""
+        return (
+            self.expected is not None
+            and self.expected.asks_1h
+            and self.write_tokens > 0
+            and self.written_1h == 0
+        )
+
+    @classmethod
+    def from_json(cls, seq: int, value: object) -> ModelUsage | None:
+        """An answer's ``model_usage`` (plain values: numbers, strings, maps, lists); None
+        when it lacks Converse's token counts. ``cacheDetails`` missing: every write is
+        ``5m`` (Bedrock's default TTL); a write the details do not cover counts as ``5m``."""
+        if not isinstance(value, Mapping):
+            return None
+        counts = [
+            _count(value.get(name))
+            for name in ("inputTokens", "cacheReadInputTokens", "cacheWriteInputTokens")
+        ]
+        input_tokens, read, write = counts
+        if input_tokens is None:
+            return None
+        read, write = read or 0, write or 0
+        by_ttl = {"5m": 0, "1h": 0}
+        details = value.get("cacheDetails")
+        if isinstance(details, Sequence) and not isinstance(details, str):
+            for detail in details:
+                if isinstance(detail, Mapping) and detail.get("ttl") in by_ttl:
+                    by_ttl[detail["ttl"]] += _count(detail.get("inputTokens")) or 0
+        written_1h = min(by_ttl["1h"], write)
+        answered_at = value.get("answered_at")
+        command_id = value.get("command_id")
+        return cls(
+            seq=seq,
+            input_tokens=input_tokens,
+            read_tokens=read,
+            write_tokens=write,
+            written_5m=write - written_1h,
+            written_1h=written_1h,
+            answered_at=_time(answered_at) if isinstance(answered_at, str) else None,
+            command_id=command_id if isinstance(command_id, str) else None,
+            expected=CacheExpectation.from_json(value.get("expected")),
+        )
+
+
+def _count(value: object) -> int | None:
+    """A whole, non-negative number, or None."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if isinstance(value, float) and not value.is_integer():
+        return None
+    number = int(value)
+    return number if number >= 0 else None
+
+
+def _time(text: str) -> datetime | None:
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else None
+
+
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    """Real tokens from the stage's estimate: ``offset + ratio * estimate`` (the offset is the
+    model stage's own system prompt, before every prefix). ``samples`` 0: none observed,
+    the estimate stands."""
+
+    ratio: float = 1.0
+    offset: float = 0.0
+    samples: int = 0
+
+    def tokens(self, estimate: int) -> int:
+        if self.samples == 0:
+            return estimate
+        return round(self.offset + self.ratio * estimate)
+
+
+#: The estimates' spread, relative to their mean, from which an offset is fitted beside the
+#: ratio: closer together, the two cannot be told apart and the ratio alone is used.
+_FIT_SPREAD = 0.2
+
+
+def calibrate(usages: Sequence[ModelUsage]) -> Calibration:
+    """The calibration from the answers (newest first) whose payload said what it expected:
+    a least-squares line through (estimate, observed prompt tokens) when the estimates
+    spread enough to tell an offset from a ratio, else the ratio of their sums."""
+    pairs = [
+        (float(u.expected.prompt_tokens), float(u.prompt_tokens))
+        for u in usages[:CALIBRATION_SAMPLES]
+        if u.expected is not None and u.expected.prompt_tokens > 0 and u.prompt_tokens > 0
+    ]
+    if not pairs:
+        return Calibration()
+    estimates = [e for e, _ in pairs]
+    mean_e = sum(estimates) / len(pairs)
+    mean_o = sum(o for _, o in pairs) / len(pairs)
+    spread = max(estimates) - min(estimates)
+    if len(pairs) >= 2 and spread >= _FIT_SPREAD * mean_e:
+        var = sum((e - mean_e) ** 2 for e in estimates)
+        ratio = sum((e - mean_e) * (o - mean_o) for e, o in pairs) / var
+        offset = mean_o - ratio * mean_e
+        if ratio > 0 and offset >= 0:
+            return Calibration(ratio, offset, len(pairs))
+    return Calibration(mean_o / mean_e, 0.0, len(pairs))
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    life: float
+    expires: datetime
+
+
+def _replay(usages_oldest_first: Sequence[ModelUsage], until: datetime) -> list[_Entry]:
+    """The entries the answers' bills made, as they stand at ``until`` (dead ones dropped)."""
+    entries: list[_Entry] = []
+    for usage in usages_oldest_first:
+        at = usage.answered_at
+        if at is None or at > until:
+            continue
+        entries = [entry for entry in entries if entry.expires > at]
+        if usage.read_tokens > 0:
+            entries = [_Entry(e.life, at + timedelta(seconds=e.life)) for e in entries]
+        for life, written in ((_HOUR, usage.written_1h), (_FIVE, usage.written_5m)):
+            if written > 0:
+                entries.append(_Entry(life, at + timedelta(seconds=life)))
+    return [entry for entry in entries if entry.expires > until]
+
+
+def entries_alive(usages_newest_first: Sequence[ModelUsage], at: datetime) -> bool:
+    """Whether an entry the answers wrote is still alive (with :data:`ALIVE_MARGIN`) at
+    ``at``."""
+    alive = _replay(list(reversed(usages_newest_first)), at)
+    return any(entry.expires > at + ALIVE_MARGIN for entry in alive)
+
+
+@dataclass(frozen=True, slots=True)
+class CacheCheck:
+    """The newest observed answer's expectation against its bill. ``expected_read`` is the
+    stage's estimate; ``expected_read_tokens`` the same, calibrated; ``cause`` None: no miss."""
+
+    seq: int
+    command_id: str | None
+    expected_read: int
+    expected_read_tokens: int
+    read_tokens: int
+    write_tokens: int
+    written_5m: int
+    written_1h: int
+    billed_units: float
+    cause: Cause | None
+    downgraded: bool
+
+
+def check(
+    newest: ModelUsage,
+    earlier: Sequence[ModelUsage],
+    calibration: Calibration,
+    *,
+    min_tokens: int,
+) -> CacheCheck | None:
+    """``newest``'s expectation against its bill, with the cause of a miss; ``earlier`` are
+    the older observed answers, newest first. None when ``newest`` carries no expectation
+    (its prompt had no cache point, or the writer did not pass ``cache`` on)."""
+    expected = newest.expected
+    if expected is None:
+        return None
+    want = expected.expected_read_tokens
+    real = calibration.tokens(want) if want > 0 else 0
+    cause: Cause | None = None
+    if want > 0 and newest.read_tokens < (1.0 - MISS_TOLERANCE) * real:
+        cause = _cause(newest, earlier, calibration, min_tokens=min_tokens)
+    return CacheCheck(
+        seq=newest.seq,
+        command_id=newest.command_id,
+        expected_read=want,
+        expected_read_tokens=real,
+        read_tokens=newest.read_tokens,
+        write_tokens=newest.write_tokens,
+        written_5m=newest.written_5m,
+        written_1h=newest.written_1h,
+        billed_units=newest.billed_units,
+        cause=cause,
+        downgraded=newest.downgraded,
+    )
+
+
+def _cause(
+    newest: ModelUsage,
+    earlier: Sequence[ModelUsage],
+    calibration: Calibration,
+    *,
+    min_tokens: int,
+) -> Cause:
+    assert newest.expected is not None
+    want = newest.expected.expected_read_tokens
+    prefixes = {
+        point.prefix_tokens
+        for usage in earlier
+        if usage.expected is not None
+        for point in usage.expected.points
+    }
+    if any(usage.expected is not None for usage in earlier) and want not in prefixes:
+        return "stage_changed_prefix"
+    if calibration.tokens(want) < min_tokens:
+        return "below_minimum"
+    at = newest.answered_at
+    if at is None:
+        return "unexplained"
+    timed = [usage for usage in earlier if usage.answered_at is not None]
+    if _replay(list(reversed(timed)), at):
+        return "unexplained"
+    for usage in timed:
+        assert usage.answered_at is not None
+        if usage.downgraded and at - usage.answered_at < timedelta(seconds=_HOUR):
+            return "ttl_downgraded"
+    return "expired"
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """What a turn learns from the answers on its page.
+
+    ``alive``: whether an entry is alive at the command's ``sent_at`` (None: not known, the
+    newest answer carries no bill or there is no ``sent_at``). ``cold``: every entry is dead
+    (known from the bills, or, without them, the newest question is over an hour older than
+    ``sent_at``). ``no_1h``: the conversation's ``1h`` writes came back as ``5m``.
+    """
+
+    calibration: Calibration = Calibration()
+    alive: bool | None = None
+    cold: bool = False
+    no_1h: bool = False
+    check: CacheCheck | None = None
+
+
+NOTHING_OBSERVED = Observation()
+
+
+def observe(
+    usages: Sequence[ModelUsage],
+    *,
+    newest_answer_seq: int | None,
+    newest_question_at: datetime | None,
+    sent_at: datetime | None,
+    min_tokens: int,
+) -> Observation:
+    """The page's answers' bills (``usages``, newest first), the seq of its newest answer
+    (observed or not), when its newest question was asked, and the command's ``sent_at``."""
+    billed = bool(usages) and usages[0].seq == newest_answer_seq
+    unbilled_cold = (
+        sent_at is not None
+        and newest_question_at is not None
+        and sent_at - newest_question_at > LONGEST_TTL
+    )
+    if not usages:
+        return Observation(cold=unbilled_cold)
+    calibration = calibrate(usages)
+    alive: bool | None = None
+    if billed and sent_at is not None:
+        alive = entries_alive(usages, sent_at)
+    return Observation(
+        calibration=calibration,
+        alive=alive,
+        cold=(alive is False) if alive is not None else unbilled_cold,
+        no_1h=any(usage.downgraded for usage in usages),
+        check=check(usages[0], usages[1:], calibration, min_tokens=min_tokens),
+    )
