@@ -111,11 +111,13 @@ EVENTS: tuple[Event, ...] = (
     Event(
         "clerk.converse_command_rejected",
         ("warning",),
-        "A message that is not a valid converse command was sent to the dead-letter queue "
-        "with its `reason` and deleted; it is never retried.",
+        "A message that is not a valid converse command, or whose `command_id` the ledger "
+        "holds for another message (`command_id reused for a different message`), was sent "
+        "to the dead-letter queue with its `reason` and deleted; it is never retried.",
         "`worker dlq inspect` counts the dead-letter queue by reason: fix the producer. Once "
         "the cause is fixed (e.g. a bucket setting), `worker dlq redrive --include-rejected` "
-        "sends them back.",
+        "sends them back. A reused `command_id` is rejected again: the producer sends that "
+        "question anew under a new id.",
         fields=("reason",),
     ),
     Event(
@@ -268,7 +270,8 @@ EVENTS: tuple[Event, ...] = (
     Event(
         "clerk.converse_command_duplicate",
         ("info",),
-        "A command already forwarded was delivered again: deleted without a second forward.",
+        "A command already forwarded was delivered again (the same `command_id` and message, "
+        "or a record too old to hold the message's digest): deleted without a second forward.",
     ),
     Event(
         "clerk.converse_command_in_progress_elsewhere",

@@ -4,6 +4,7 @@ the unit tests implement them in memory.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -66,20 +67,39 @@ class DeleteFailure:
     code: str
 
 
+def message_digest(message: str) -> str:
+    """What the ledger keeps of a command's message: the SHA-256 of its UTF-8 text, in hex.
+    Never the text; never ``sent_at``, which a producer's retry may stamp anew."""
+    return hashlib.sha256(message.encode("utf-8")).hexdigest()
+
+
 @dataclass(frozen=True, slots=True)
 class CommandClaim:
     """What :meth:`CommandLedger.begin` found: ``started`` (this caller owns the command),
-    ``done`` (forwarded before), or ``busy`` (another owner holds a live lease)."""
+    ``done`` (forwarded before), ``busy`` (another owner holds a live lease), or ``reused``
+    (the record holds another message's digest: the producer gave a new message an id
+    already used, so this command is rejected, never taken for a redelivery)."""
 
-    state: Literal["started", "done", "busy"]
+    state: Literal["started", "done", "busy", "reused"]
     lease_until: datetime | None = None
 
 
 class CommandLedger(Protocol):
-    """Idempotency on ``command_id``: who is forwarding a command, and whether it is done."""
+    """Idempotency on ``command_id``: who is forwarding a command, and whether it is done.
+
+    ``digest`` is the command's :func:`message_digest`: the record keeps it, so a delivery
+    of the same id with another message is told apart from a redelivery. A record without
+    one (``finish`` given none) answers every delivery of its id as a redelivery."""
 
     async def begin(
-        self, conversation_id: str, command_id: str, *, owner: str, lease: timedelta, now: datetime
+        self,
+        conversation_id: str,
+        command_id: str,
+        *,
+        owner: str,
+        lease: timedelta,
+        now: datetime,
+        digest: str,
     ) -> CommandClaim: ...
 
     async def renew(
@@ -87,7 +107,13 @@ class CommandLedger(Protocol):
     ) -> bool: ...
 
     async def finish(
-        self, conversation_id: str, command_id: str, *, owner: str, now: datetime
+        self,
+        conversation_id: str,
+        command_id: str,
+        *,
+        owner: str,
+        now: datetime,
+        digest: str | None = None,
     ) -> None: ...
 
     async def abandon(self, conversation_id: str, command_id: str, *, owner: str) -> None: ...
@@ -101,10 +127,17 @@ class ForwardingLedger:
         self._inner = inner
 
     async def begin(
-        self, conversation_id: str, command_id: str, *, owner: str, lease: timedelta, now: datetime
+        self,
+        conversation_id: str,
+        command_id: str,
+        *,
+        owner: str,
+        lease: timedelta,
+        now: datetime,
+        digest: str,
     ) -> CommandClaim:
         return await self._inner.begin(
-            conversation_id, command_id, owner=owner, lease=lease, now=now
+            conversation_id, command_id, owner=owner, lease=lease, now=now, digest=digest
         )
 
     async def renew(
@@ -115,9 +148,15 @@ class ForwardingLedger:
         )
 
     async def finish(
-        self, conversation_id: str, command_id: str, *, owner: str, now: datetime
+        self,
+        conversation_id: str,
+        command_id: str,
+        *,
+        owner: str,
+        now: datetime,
+        digest: str | None = None,
     ) -> None:
-        await self._inner.finish(conversation_id, command_id, owner=owner, now=now)
+        await self._inner.finish(conversation_id, command_id, owner=owner, now=now, digest=digest)
 
     async def abandon(self, conversation_id: str, command_id: str, *, owner: str) -> None:
         await self._inner.abandon(conversation_id, command_id, owner=owner)

@@ -32,7 +32,7 @@ from worker.adapters.sqs import OutboundMessage, SqsQueue
 from worker.app.runtime import aws_clients
 from worker.delivery.done_marks import DoneMark
 from worker.memory import CompactionPlan, FoldState
-from worker.ports import ReceivedMessage
+from worker.ports import ReceivedMessage, message_digest
 from worker.settings import load_settings
 from worker.turn.commands import ConverseCommand, compaction_request, encode_body
 
@@ -85,13 +85,21 @@ async def replay(args: argparse.Namespace, payloads: dict[str, list[Any]]) -> No
                 if not messages:
                     continue
                 work: list[tuple[str, str, str, int, ReceivedMessage]] = []
+                digests: dict[str, str] = {}
                 for message in messages:
-                    command_id = json.loads(message.body)["command_id"]
+                    command = json.loads(message.body)
+                    command_id = command["command_id"]
+                    digests[command_id] = message_digest(command["message"])
                     conversation_id, body, through = payloads[command_id]
                     work.append((command_id, conversation_id, body, through, message))
                 now = datetime.now(UTC)
                 claims = await asyncio.gather(
-                    *(ledger.begin(w[1], w[0], owner=owner, lease=LEASE, now=now) for w in work)
+                    *(
+                        ledger.begin(
+                            w[1], w[0], owner=owner, lease=LEASE, now=now, digest=digests[w[0]]
+                        )
+                        for w in work
+                    )
                 )
                 # A copy moto delivered twice: the lane that claimed it serves it; this one goes.
                 copies = [w[4] for w, c in zip(work, claims, strict=True) if c.state != "started"]
@@ -107,7 +115,9 @@ async def replay(args: argparse.Namespace, payloads: dict[str, list[Any]]) -> No
                     [OutboundMessage(w[2], group_id=w[1], deduplication_id=w[0]) for w in work]
                 )
                 now = datetime.now(UTC)
-                await ledger.finish_batch([DoneMark(w[1], w[0], owner, now) for w in work])
+                await ledger.finish_batch(
+                    [DoneMark(w[1], w[0], owner, now, digests[w[0]]) for w in work]
+                )
                 due = [w for w in work if w[3] and w[1] not in claimed]
                 claimed.update(w[1] for w in due)
                 await asyncio.gather(*(compact(w[1], w[0], w[3]) for w in due))

@@ -3,19 +3,26 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
-from tests.integration.conftest import Stack
+from tests.conftest import captured_logs
+from tests.integration.conftest import Stack, body_of, exchanges, running_worker
 from worker.adapters.dynamodb import DynamoHistoryStore
 from worker.adapters.ledger import DynamoCommandLedger
 from worker.delivery.done_marks import BatchingLedger
+from worker.ports import message_digest
+from worker.turn.stage import REUSED_ID
 
 pytestmark = pytest.mark.integration
 
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 LEASE = timedelta(seconds=60)
+QUESTION = "PRIVILEGED: what does clause 14.2 say about termination?"
+ASKED = message_digest(QUESTION)
 
 
 @pytest.fixture
@@ -26,8 +33,10 @@ def ledger(stack: Stack) -> DynamoCommandLedger:
 async def test_a_new_command_is_started_and_a_second_claim_finds_it_busy(
     ledger: DynamoCommandLedger,
 ) -> None:
-    first = await ledger.begin("m", "c1", owner="w1", lease=LEASE, now=NOW)
-    second = await ledger.begin("m", "c1", owner="w2", lease=LEASE, now=NOW + timedelta(seconds=5))
+    first = await ledger.begin("m", "c1", owner="w1", lease=LEASE, now=NOW, digest=ASKED)
+    second = await ledger.begin(
+        "m", "c1", owner="w2", lease=LEASE, now=NOW + timedelta(seconds=5), digest=ASKED
+    )
     assert first.state == "started"
     assert second.state == "busy"
     assert second.lease_until == NOW + LEASE
@@ -36,9 +45,9 @@ async def test_a_new_command_is_started_and_a_second_claim_finds_it_busy(
 async def test_an_expired_lease_is_taken_over_and_the_old_owner_loses_it(
     ledger: DynamoCommandLedger,
 ) -> None:
-    await ledger.begin("m", "c2", owner="w1", lease=LEASE, now=NOW)
+    await ledger.begin("m", "c2", owner="w1", lease=LEASE, now=NOW, digest=ASKED)
     later = NOW + LEASE + timedelta(seconds=1)
-    taken = await ledger.begin("m", "c2", owner="w2", lease=LEASE, now=later)
+    taken = await ledger.begin("m", "c2", owner="w2", lease=LEASE, now=later, digest=ASKED)
     assert taken.state == "started"
     assert not await ledger.renew("m", "c2", owner="w1", lease=LEASE, now=later)
     assert await ledger.renew("m", "c2", owner="w2", lease=LEASE, now=later)
@@ -49,21 +58,27 @@ async def test_a_turn_run_again_takes_its_own_live_claim_and_no_one_elses(
 ) -> None:
     """A turn held through a brownout runs again under the same owner (this worker, this
     delivery) after its abandon failed: its own live lease is its own (issue 25)."""
-    await ledger.begin("m", "c9", owner="w1/m9/1", lease=LEASE, now=NOW)
+    await ledger.begin("m", "c9", owner="w1/m9/1", lease=LEASE, now=NOW, digest=ASKED)
     soon = NOW + timedelta(seconds=5)
     assert (
-        await ledger.begin("m", "c9", owner="w1/m9/1", lease=LEASE, now=soon)
+        await ledger.begin("m", "c9", owner="w1/m9/1", lease=LEASE, now=soon, digest=ASKED)
     ).state == "started"
-    assert (await ledger.begin("m", "c9", owner="w2/m9/2", lease=LEASE, now=soon)).state == "busy"
-    await ledger.finish("m", "c9", owner="w1/m9/1", now=soon)
-    assert (await ledger.begin("m", "c9", owner="w1/m9/1", lease=LEASE, now=soon)).state == "done"
+    assert (
+        await ledger.begin("m", "c9", owner="w2/m9/2", lease=LEASE, now=soon, digest=ASKED)
+    ).state == "busy"
+    await ledger.finish("m", "c9", owner="w1/m9/1", now=soon, digest=ASKED)
+    assert (
+        await ledger.begin("m", "c9", owner="w1/m9/1", lease=LEASE, now=soon, digest=ASKED)
+    ).state == "done"
 
 
 async def test_a_done_command_stays_done(ledger: DynamoCommandLedger, stack: Stack) -> None:
-    await ledger.begin("m", "c3", owner="w1", lease=LEASE, now=NOW)
-    await ledger.finish("m", "c3", owner="w1", now=NOW)
+    await ledger.begin("m", "c3", owner="w1", lease=LEASE, now=NOW, digest=ASKED)
+    await ledger.finish("m", "c3", owner="w1", now=NOW, digest=ASKED)
     far_later = NOW + timedelta(days=1)
-    assert (await ledger.begin("m", "c3", owner="w2", lease=LEASE, now=far_later)).state == "done"
+    assert (
+        await ledger.begin("m", "c3", owner="w2", lease=LEASE, now=far_later, digest=ASKED)
+    ).state == "done"
     item = (
         await stack.clients.dynamodb.get_item(
             TableName=stack.env["HISTORY_TABLE"],
@@ -71,20 +86,23 @@ async def test_a_done_command_stays_done(ledger: DynamoCommandLedger, stack: Sta
         )
     )["Item"]
     assert item["status"] == {"S": "done"}
+    assert item["message_sha256"] == {"S": ASKED}  # a later delivery is still told apart
     assert int(item["expires_at"]["N"]) >= int((NOW + timedelta(days=14)).timestamp())
 
 
 async def test_an_abandoned_lease_can_be_taken_at_once(ledger: DynamoCommandLedger) -> None:
-    await ledger.begin("m", "c4", owner="w1", lease=LEASE, now=NOW)
+    await ledger.begin("m", "c4", owner="w1", lease=LEASE, now=NOW, digest=ASKED)
     await ledger.abandon("m", "c4", owner="w1")
-    assert (await ledger.begin("m", "c4", owner="w2", lease=LEASE, now=NOW)).state == "started"
+    assert (
+        await ledger.begin("m", "c4", owner="w2", lease=LEASE, now=NOW, digest=ASKED)
+    ).state == "started"
 
 
 async def test_command_records_stay_out_of_the_history_page(
     ledger: DynamoCommandLedger, stack: Stack
 ) -> None:
     await stack.seed("m", [("user", "q"), ("assistant", "a")])
-    await ledger.begin("m", "c5", owner="w1", lease=LEASE, now=NOW)
+    await ledger.begin("m", "c5", owner="w1", lease=LEASE, now=NOW, digest=ASKED)
     page = await DynamoHistoryStore(stack.clients.dynamodb, stack.env["HISTORY_TABLE"]).load_page(
         "m", 27
     )
@@ -99,12 +117,145 @@ async def test_done_marks_written_together_each_make_their_command_done(
     a redelivery of any of them is then found done."""
     ids = [f"c-batch-{i}" for i in range(12)]
     for command_id in ids:
-        await ledger.begin("m", command_id, owner="w1", lease=LEASE, now=NOW)
+        await ledger.begin("m", command_id, owner="w1", lease=LEASE, now=NOW, digest=ASKED)
     batching = BatchingLedger(ledger)
     try:
-        await asyncio.gather(*(batching.finish("m", c, owner="w1", now=NOW) for c in ids))
+        await asyncio.gather(
+            *(batching.finish("m", c, owner="w1", now=NOW, digest=ASKED) for c in ids)
+        )
     finally:
         await batching.close()
     later = NOW + timedelta(hours=1)
-    claims = [await ledger.begin("m", c, owner="w2", lease=LEASE, now=later) for c in ids]
+    claims = [
+        await ledger.begin("m", c, owner="w2", lease=LEASE, now=later, digest=ASKED) for c in ids
+    ]
     assert {claim.state for claim in claims} == {"done"}
+
+
+async def test_an_expired_lease_on_another_message_is_refused_as_reused_not_taken_over(
+    ledger: DynamoCommandLedger, stack: Stack
+) -> None:
+    """The takeover's condition holds the digest: the id's first message keeps its record."""
+    await ledger.begin("m", "c6", owner="w1", lease=LEASE, now=NOW, digest=ASKED)
+    later = NOW + LEASE + timedelta(seconds=1)
+    other = message_digest("And clause 15?")
+    assert (
+        await ledger.begin("m", "c6", owner="w2", lease=LEASE, now=later, digest=other)
+    ).state == "reused"
+    item = await command_record(stack, "m", "c6")
+    assert (item["owner"], item["message_sha256"]) == ({"S": "w1"}, {"S": ASKED})
+    assert await ledger.renew("m", "c6", owner="w1", lease=LEASE, now=later)
+
+
+async def test_an_expired_lease_on_a_record_without_a_digest_is_taken_over_and_gets_one(
+    ledger: DynamoCommandLedger, stack: Stack
+) -> None:
+    await stack.put_items([old_record("m", "c7", "in_progress", lease_until=NOW)])
+    later = NOW + timedelta(seconds=1)
+    taken = await ledger.begin("m", "c7", owner="w2", lease=LEASE, now=later, digest=ASKED)
+    assert taken.state == "started"
+    assert (await command_record(stack, "m", "c7"))["message_sha256"] == {"S": ASKED}
+
+
+# The real worker over the ledger: a redelivery, an id reused, a record of the old shape.
+
+
+def command(command_id: str, message: str = QUESTION) -> str:
+    return json.dumps(
+        {
+            "type": "converse",
+            "command_id": command_id,
+            "conversation_id": "matter-l",
+            "message": message,
+        }
+    )
+
+
+def old_record(
+    conversation_id: str, command_id: str, status: str, *, lease_until: datetime = NOW
+) -> dict[str, Any]:
+    """A command record as written before records kept the message's digest."""
+    return {
+        "pk": {"S": conversation_id},
+        "sk": {"S": f"cmd#{command_id}"},
+        "status": {"S": status},
+        "owner": {"S": "earlier/m-0/1"},
+        "lease_until": {"N": str(int(lease_until.timestamp()))},
+        "expires_at": {"N": str(int((NOW + timedelta(days=15)).timestamp()))},
+    }
+
+
+async def command_record(stack: Stack, conversation_id: str, command_id: str) -> dict[str, Any]:
+    response = await stack.clients.dynamodb.get_item(
+        TableName=stack.env["HISTORY_TABLE"],
+        Key={"pk": {"S": conversation_id}, "sk": {"S": f"cmd#{command_id}"}},
+        ConsistentRead=True,
+    )
+    return dict(response["Item"])
+
+
+async def test_the_same_command_twice_is_forwarded_once_and_the_second_is_a_duplicate(
+    stack: Stack,
+) -> None:
+    await stack.seed("matter-l", exchanges(2))
+    with captured_logs() as logs:
+        async with running_worker(stack.settings()):
+            await stack.send_raw(command("c-twice"))
+            [prompt] = await stack.drain("MODEL_QUEUE_URL", expect=1)
+            await stack.send_raw(command("c-twice"))
+            await stack.until_empty("CONVERSE_QUEUE_URL")
+        again = await stack.drain("MODEL_QUEUE_URL")
+    assert body_of(prompt)["command_id"] == "c-twice"
+    assert again == []
+    assert [e["command_id"] for e in logs if e["event"] == "clerk.converse_command_duplicate"] == [
+        "c-twice"
+    ]
+    assert (await command_record(stack, "matter-l", "c-twice"))["message_sha256"] == {"S": ASKED}
+    assert await stack.depth(await stack.dead_letter_url()) == 0
+
+
+async def test_an_id_reused_for_another_message_goes_to_the_dead_letter_queue_with_the_reason(
+    stack: Stack,
+) -> None:
+    """GIVEN a command forwarded, WHEN a producer sends a new question under the same id,
+    THEN the new one is rejected (dead-letter queue, ``RejectionReason``, the warning with
+    ids and reason only), never deleted as a duplicate, and the first stays forwarded once."""
+    await stack.seed("matter-l", exchanges(2))
+    with captured_logs() as logs:
+        async with running_worker(stack.settings()):
+            await stack.send_raw(command("c-reused"))
+            [prompt] = await stack.drain("MODEL_QUEUE_URL", expect=1)
+            await stack.send_raw(command("c-reused", "PRIVILEGED: and clause 15?"))
+            [dead] = await stack.drain(await stack.dead_letter_url(), expect=1)
+            await stack.until_empty("CONVERSE_QUEUE_URL")
+        again = await stack.drain("MODEL_QUEUE_URL")
+    assert body_of(prompt)["message"] == QUESTION
+    assert again == []
+    assert body_of(dead)["message"] == "PRIVILEGED: and clause 15?"
+    assert dead["MessageAttributes"]["RejectionReason"]["StringValue"] == REUSED_ID
+    assert REUSED_ID == "command_id reused for a different message"
+    [rejected] = [e for e in logs if e["event"] == "clerk.converse_command_rejected"]
+    assert (rejected["log_level"], rejected["reason"]) == ("warning", REUSED_ID)
+    assert [e for e in logs if e["event"] == "clerk.converse_command_duplicate"] == []
+    assert "PRIVILEGED" not in repr(logs)
+    # The record is still the first message's: a redelivery of it stays a duplicate.
+    assert (await command_record(stack, "matter-l", "c-reused"))["message_sha256"] == {"S": ASKED}
+
+
+async def test_a_record_without_a_digest_answers_the_command_as_a_duplicate(
+    stack: Stack,
+) -> None:
+    """A ``done`` record written before records kept a digest cannot be compared: the
+    command is deleted as a duplicate, nothing forwarded, nothing dead-lettered."""
+    await stack.seed("matter-l", exchanges(2))
+    await stack.put_items([old_record("matter-l", "c-old", "done")])
+    with captured_logs() as logs:
+        async with running_worker(stack.settings()):
+            await stack.send_raw(command("c-old", "PRIVILEGED: any question at all"))
+            await stack.until_empty("CONVERSE_QUEUE_URL")
+        forwarded = await stack.drain("MODEL_QUEUE_URL")
+    assert forwarded == []
+    assert [e["command_id"] for e in logs if e["event"] == "clerk.converse_command_duplicate"] == [
+        "c-old"
+    ]
+    assert await stack.depth(await stack.dead_letter_url()) == 0

@@ -6,6 +6,10 @@ marks of concurrent turns can leave together in one BatchWriteItem
 (:class:`worker.delivery.done_marks.BatchingLedger`); a mark DynamoDB leaves unprocessed fails on
 its own, and the stage tries it again with its backoff.
 
+Both records keep ``message_sha256``, the digest of the command's message (never the text):
+a refused claim whose record holds another digest is an id reused for a new message, not a
+redelivery, and an expired lease is taken over only for the same message.
+
 Every request is built by a pure module-level function (``claim_request``,
 ``lease_request``, ``done_record``, ``done_marks_request``, ``command_get_request``) that
 the ledger calls and that the benchmark's replay calls too.
@@ -37,6 +41,8 @@ COMMAND_PREFIX = "cmd#"
 COMMAND_RECORD_TTL = timedelta(days=15)
 IN_PROGRESS = "in_progress"
 DONE = "done"
+#: The record's attribute holding the message's digest (:func:`worker.ports.message_digest`).
+DIGEST = "message_sha256"
 
 
 def command_key(conversation_id: str, command_id: str) -> dict[str, AttributeValueTypeDef]:
@@ -52,22 +58,28 @@ def claim_request(
     owner: str,
     lease: timedelta,
     now: datetime,
+    digest: str,
 ) -> UpdateItemInputTypeDef:
     """The claim: the command new, in progress under a lease that has expired, or in
-    progress under ``owner``'s own lease, becomes ``owner``'s until ``now + lease``; a
-    refusal returns the record as it was. An owner names one delivery in one worker, so its
-    own lease is a turn run again (held through a brownout) whose abandon failed."""
+    progress under ``owner``'s own lease, becomes ``owner``'s until ``now + lease``, and
+    the record keeps the message's ``digest``; a refusal returns the record as it was. An
+    owner names one delivery in one worker, so its own lease is a turn run again (held
+    through a brownout) whose abandon failed. A record in progress is taken only when it
+    holds the same digest or none (written before records kept one): an expired lease on
+    another message is refused, never taken over."""
     return {
         "TableName": table,
         "Key": command_key(conversation_id, command_id),
         "UpdateExpression": "SET #status = :in_progress, lease_until = :until, "
-        "#owner = :owner, expires_at = :ttl, "
+        "#owner = :owner, expires_at = :ttl, #digest = :digest, "
         "attempts = if_not_exists(attempts, :zero) + :one",
         "ConditionExpression": "attribute_not_exists(pk) OR "
-        "(#status = :in_progress AND (lease_until < :now OR #owner = :owner))",
-        "ExpressionAttributeNames": {"#status": "status", "#owner": "owner"},
+        "(#status = :in_progress AND (lease_until < :now OR #owner = :owner) "
+        "AND (attribute_not_exists(#digest) OR #digest = :digest))",
+        "ExpressionAttributeNames": {"#status": "status", "#owner": "owner", "#digest": DIGEST},
         "ExpressionAttributeValues": {
             ":in_progress": {"S": IN_PROGRESS},
+            ":digest": {"S": digest},
             ":until": {"N": str(_epoch(now + lease))},
             ":owner": {"S": owner},
             ":ttl": {"N": str(_epoch(now + COMMAND_RECORD_TTL))},
@@ -98,14 +110,18 @@ def lease_request(
 
 
 def done_record(mark: DoneMark) -> dict[str, AttributeValueTypeDef]:
-    """The whole record of a forwarded command, which replaces the ``in_progress`` one."""
-    return {
+    """The whole record of a forwarded command, which replaces the ``in_progress`` one: it
+    keeps the message's digest, so a later delivery of the id is still told apart."""
+    record: dict[str, AttributeValueTypeDef] = {
         **command_key(mark.conversation_id, mark.command_id),
         "status": {"S": DONE},
         "owner": {"S": mark.owner},
         "done_at": {"S": rfc3339(mark.now)},
         "expires_at": {"N": str(_epoch(mark.now + COMMAND_RECORD_TTL))},
     }
+    if mark.digest is not None:
+        record[DIGEST] = {"S": mark.digest}
+    return record
 
 
 def done_marks_request(table: str, marks: Sequence[DoneMark]) -> BatchWriteItemInputTypeDef:
@@ -129,8 +145,9 @@ def command_get_request(table: str, conversation_id: str, command_id: str) -> Ge
 class DynamoCommandLedger:
     """Implements CommandLedger: one record per command id, ``sk = cmd#<command_id>``.
 
-    States: ``in_progress`` (with an owner and a lease) and ``done``. The record sorts
-    before every ``msg#`` key and outside the history Query's range.
+    States: ``in_progress`` (with an owner and a lease) and ``done``, each with the
+    message's digest. The record sorts before every ``msg#`` key and outside the history
+    Query's range.
     """
 
     def __init__(self, client: DynamoDBClient, table: str) -> None:
@@ -145,10 +162,18 @@ class DynamoCommandLedger:
         owner: str,
         lease: timedelta,
         now: datetime,
+        digest: str,
     ) -> CommandClaim:
-        """Take the command: new, or in progress under a lease that has expired."""
+        """Take the command: new, or in progress under a lease that has expired. Refused,
+        a record holding another digest than ``digest`` is ``reused``, whatever its state."""
         request = claim_request(
-            self._table, conversation_id, command_id, owner=owner, lease=lease, now=now
+            self._table,
+            conversation_id,
+            command_id,
+            owner=owner,
+            lease=lease,
+            now=now,
+            digest=digest,
         )
         with aws_call("dynamodb.UpdateItem"):
             try:
@@ -163,6 +188,8 @@ class DynamoCommandLedger:
                     if isinstance(old, Mapping)
                     else await self._get(conversation_id, command_id)
                 )
+                if _string(item, DIGEST) not in (None, digest):
+                    return CommandClaim(state="reused")
                 if _string(item, "status") == DONE:
                     return CommandClaim(state="done")
                 until = int(_number(item, "lease_until") or "0")
@@ -182,10 +209,17 @@ class DynamoCommandLedger:
         return await self._set_lease(conversation_id, command_id, owner, _epoch(now + lease))
 
     async def finish(
-        self, conversation_id: str, command_id: str, *, owner: str, now: datetime
+        self,
+        conversation_id: str,
+        command_id: str,
+        *,
+        owner: str,
+        now: datetime,
+        digest: str | None = None,
     ) -> None:
         """Mark the command done: a redelivery is then deleted without a second forward."""
-        [result] = await self.finish_batch([DoneMark(conversation_id, command_id, owner, now)])
+        mark = DoneMark(conversation_id, command_id, owner, now, digest)
+        [result] = await self.finish_batch([mark])
         if result is not None:
             raise result
 

@@ -202,7 +202,13 @@ class _CountedLedger(ForwardingLedger):
         self._cohorts = cohorts
 
     async def finish(
-        self, conversation_id: str, command_id: str, *, owner: str, now: datetime
+        self,
+        conversation_id: str,
+        command_id: str,
+        *,
+        owner: str,
+        now: datetime,
+        digest: str | None = None,
     ) -> None:
         self._cohorts.marked()
-        await super().finish(conversation_id, command_id, owner=owner, now=now)
+        await super().finish(conversation_id, command_id, owner=owner, now=now, digest=digest)

@@ -31,12 +31,14 @@ DONE_MARK_MAX_LINGER_SECONDS = 0.1
 
 @dataclass(frozen=True, slots=True)
 class DoneMark:
-    """A forwarded command, to be recorded ``done``."""
+    """A forwarded command, to be recorded ``done``, with its message's digest (the
+    ``done`` record replaces the claim's, so it carries the digest on)."""
 
     conversation_id: str
     command_id: str
     owner: str
     now: datetime
+    digest: str | None = None
 
 
 class BatchLedger(CommandLedger, Protocol):
@@ -77,10 +79,16 @@ class BatchingLedger(ForwardingLedger):
         )
 
     async def finish(
-        self, conversation_id: str, command_id: str, *, owner: str, now: datetime
+        self,
+        conversation_id: str,
+        command_id: str,
+        *,
+        owner: str,
+        now: datetime,
+        digest: str | None = None,
     ) -> None:
         """Queue the done mark and wait until it is written; raises if it was not."""
-        await self._marks.submit(DoneMark(conversation_id, command_id, owner, now))
+        await self._marks.submit(DoneMark(conversation_id, command_id, owner, now, digest))
 
     def nudge(self) -> None:
         """A turn the batch may be waiting for ended without marking."""

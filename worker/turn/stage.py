@@ -8,8 +8,10 @@ dead-letter, or return to the queue with a delay). Nothing here deletes or logs 
 Idempotency: before forwarding, the command is claimed in the ledger (a conditional
 write keyed on ``command_id``). A command already done is deleted without a second
 forward; one in progress under a live lease is left for later; one whose lease expired
-is taken over. The one residual window, a crash after the send and before the record is
-marked done, is closed by a FIFO model queue (deduplication id = command id).
+is taken over. The ledger keeps the message's digest with the id, so an id that comes
+back with another message is rejected, never deleted as a duplicate. The one residual
+window, a crash after the send and before the record is marked done, is closed by a FIFO
+model queue (deduplication id = command id).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from worker.ports import (
     ObjectStore,
     ReceivedMessage,
     WindowAnchors,
+    message_digest,
 )
 from worker.settings import Settings
 from worker.telemetry import hooks as telemetry
@@ -56,6 +59,8 @@ log = get_logger()
 
 #: Pauses between tries to mark a forwarded command done (about 16 s in all).
 FINISH_RETRY_DELAYS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
+#: The rejection of a command whose id the ledger holds for another message.
+REUSED_ID = "command_id reused for a different message"
 
 
 class History(HistoryStore, FoldClaims, WindowAnchors, Protocol):
@@ -130,7 +135,12 @@ class ConverseStage:
     ) -> Outcome:
         ledger = self._ledger
         ids = (command.conversation_id, command.command_id)
-        claim = await ledger.begin(*ids, owner=owner, lease=self._lease, now=self._clock())
+        digest = message_digest(command.message)
+        claim = await ledger.begin(
+            *ids, owner=owner, lease=self._lease, now=self._clock(), digest=digest
+        )
+        if claim.state == "reused":  # a new question under an old id: never a redelivery
+            return Rejected(REUSED_ID)
         if claim.state == "done":
             log.info("clerk.converse_command_duplicate")
             telemetry.duplicate_skipped()
@@ -153,13 +163,15 @@ class ConverseStage:
                 await ledger.abandon(*ids, owner=owner)
             raise
         try:
-            await self._finish(*ids, owner=owner)
+            await self._finish(*ids, owner=owner, digest=digest)
         finally:
             self._active.pop(message.message_id, None)
         await self.request_fold(command, forwarded.page, anchor=forwarded.anchor_to_write)
         return Done()
 
-    async def _finish(self, conversation_id: str, command_id: str, *, owner: str) -> None:
+    async def _finish(
+        self, conversation_id: str, command_id: str, *, owner: str, digest: str
+    ) -> None:
         """Mark the command done, trying through a short outage (the message's lease is
         kept alive meanwhile). The prompt is out, so a failure never means a retry: that
         would forward it twice. If every try fails, the message is still deleted, and only
@@ -167,7 +179,7 @@ class ConverseStage:
         for delay in (*FINISH_RETRY_DELAYS, None):
             try:
                 await self._ledger.finish(
-                    conversation_id, command_id, owner=owner, now=self._clock()
+                    conversation_id, command_id, owner=owner, now=self._clock(), digest=digest
                 )
             except RetryableError as exc:
                 if delay is None:

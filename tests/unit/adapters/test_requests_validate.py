@@ -39,6 +39,7 @@ from worker.adapters.sqs import (
 from worker.caching.anchor import WindowAnchor
 from worker.delivery.done_marks import DoneMark
 from worker.memory import FoldState
+from worker.ports import message_digest
 
 TABLE = "mira-history"
 QUEUE = "https://sqs.eu-west-1.amazonaws.com/123456789012/mira-model"
@@ -90,7 +91,15 @@ REQUESTS: list[tuple[str, str, str, Mapping[str, Any]]] = [
         "claim",
         "dynamodb",
         "UpdateItem",
-        claim_request(TABLE, "matter-1", "c-1", owner="w-1", lease=timedelta(seconds=60), now=NOW),
+        claim_request(
+            TABLE,
+            "matter-1",
+            "c-1",
+            owner="w-1",
+            lease=timedelta(seconds=60),
+            now=NOW,
+            digest=message_digest("q"),
+        ),
     ),
     ("lease", "dynamodb", "UpdateItem", lease_request(TABLE, "m", "c", owner="w", until=0)),
     ("get", "dynamodb", "GetItem", command_get_request(TABLE, "matter-1", "c-1")),

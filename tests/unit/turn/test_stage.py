@@ -27,24 +27,37 @@ class Record:
     status: str
     owner: str
     lease_until: datetime
+    digest: str | None = None
 
 
 @dataclass
 class MemoryLedger:
-    """The contract's ledger in memory: new or expired → started; done; else busy."""
+    """The contract's ledger in memory: another message's digest → reused; new or expired
+    → started; done; else busy."""
 
     records: dict[tuple[str, str], Record] = field(default_factory=dict)
     finish_failures: int = 0
 
     async def begin(
-        self, conversation_id: str, command_id: str, *, owner: str, lease: timedelta, now: datetime
+        self,
+        conversation_id: str,
+        command_id: str,
+        *,
+        owner: str,
+        lease: timedelta,
+        now: datetime,
+        digest: str,
     ) -> CommandClaim:
         record = self.records.get((conversation_id, command_id))
+        if record is not None and record.digest not in (None, digest):
+            return CommandClaim(state="reused")
         if record is not None and record.status == "done":
             return CommandClaim(state="done")
         if record is not None and record.lease_until >= now:
             return CommandClaim(state="busy", lease_until=record.lease_until)
-        self.records[conversation_id, command_id] = Record("in_progress", owner, now + lease)
+        self.records[conversation_id, command_id] = Record(
+            "in_progress", owner, now + lease, digest
+        )
         return CommandClaim(state="started")
 
     async def renew(
@@ -57,12 +70,18 @@ class MemoryLedger:
         return True
 
     async def finish(
-        self, conversation_id: str, command_id: str, *, owner: str, now: datetime
+        self,
+        conversation_id: str,
+        command_id: str,
+        *,
+        owner: str,
+        now: datetime,
+        digest: str | None = None,
     ) -> None:
         if self.finish_failures:
             self.finish_failures -= 1
             raise StoreUnavailable("dynamodb.UpdateItem failed: ThrottlingException (HTTP 400)")
-        self.records[conversation_id, command_id] = Record("done", owner, now)
+        self.records[conversation_id, command_id] = Record("done", owner, now, digest)
 
     async def abandon(self, conversation_id: str, command_id: str, *, owner: str) -> None:
         record = self._held(conversation_id, command_id, owner)
