@@ -206,7 +206,7 @@ def _summary_read(
     if previous is not None and prefix not in {p.prefix_tokens for p in previous.points}:
         return 0
     if observed.alive is not None:
-        return prefix if observed.alive else 0
+        return prefix if prefix in observed.alive else 0
     asked = next((m.created_at for m in page.messages if m.role == "user"), None)
     if asked is None or sent_at is None:
         return 0

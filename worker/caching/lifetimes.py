@@ -231,12 +231,11 @@ def choose_ttls(
     cacheable = [i for i, point in enumerate(shape.points) if tokens(point.prefix) >= min_tokens]
     if not cacheable:
         return TtlChoice(five, "below_minimum", pace)
-    if observed.alive is not None:
-        lives = observed.alive
-    else:
+    read = observed.readable(shape.shared)
+    if read is None:
         previous = _previous_life(shape, pace, cacheable)
         lives = previous is not None and pace.gaps[-1] <= _LIFE[previous] - HIT_MARGIN_SECONDS
-    read = shape.shared if lives else 0
+        read = shape.shared if lives else 0
     candidates = _CANDIDATES_NO_1H if observed.no_1h else _CANDIDATES
     best = _optimise(shape, pace, cacheable, read, candidates)
     return TtlChoice(_spread(best, cacheable, count), "expected_cost", pace, read)
@@ -250,16 +249,19 @@ def expected_read(
     min_tokens: int,
     observed: Observation = NOTHING_OBSERVED,
 ) -> int:
-    """The estimated tokens this turn expects to read from the cache: the prefix it shares
-    with the previous turn's, when an entry holding it is alive (known from the bills, else
-    the previous turn's TTL as the setting or the policy gave it, against the newest gap)
-    and it reaches the model's minimum (calibrated)."""
-    if shape.shared <= 0 or observed.calibration.tokens(shape.shared) < min_tokens:
+    """The estimated tokens this turn expects to read from the cache: with the bills, the
+    longest prefix it shares with the previous turn's whose entry is alive; without them, the
+    shared prefix when it reaches the model's minimum and the previous turn's TTL (as the
+    setting or the policy gave it) outlives the newest gap."""
+    if shape.shared <= 0:
+        return 0
+    readable = observed.readable(shape.shared)
+    if readable is not None:
+        return readable
+    if observed.calibration.tokens(shape.shared) < min_tokens:
         return 0
     if choice.why == "expected_cost":
         return choice.read
-    if observed.alive is not None:
-        return shape.shared if observed.alive else 0
     pace = choice.pace
     if pace is None or not pace.gaps:
         return 0
