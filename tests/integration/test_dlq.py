@@ -7,12 +7,16 @@ import json
 import os
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 
 import pytest
 
 from tests.conftest import captured_logs
 from tests.integration.conftest import Stack, body_of, exchanges, running_worker
 from worker.adapters.sqs import SqsQueue
+from worker.adapters.sqs_admin import QueueAdmin
+from worker.app.resources import DEAD_LETTER_RETENTION_SECONDS
 from worker.cli import dlq_operations as dlq
 
 pytestmark = pytest.mark.integration
@@ -55,11 +59,19 @@ async def depth(stack: Stack, url: str) -> int:
     return sum(int(value) for value in response["Attributes"].values())
 
 
+async def inspect(
+    stack: Stack, queue: SqsQueue, *, now: Callable[[], float] = time.time
+) -> dlq.Inspection:
+    """``worker dlq inspect``'s work, the retention read from the queue as the command reads it."""
+    retention = await QueueAdmin(stack.clients.sqs).retention_seconds(queue.url)
+    return await dlq.inspect(queue, retention_seconds=retention, now=now)
+
+
 async def test_inspect_counts_by_reason_and_age_and_leaves_every_message_there(
     stack: Stack,
 ) -> None:
     queue = await dead_letter_queue_with_both_kinds(stack)
-    inspection = await dlq.inspect(queue)
+    inspection = await inspect(stack, queue)
     assert inspection.total == 5
     assert inspection.by_reason == {
         dlq.RETRY_EXHAUSTED: 2,
@@ -70,9 +82,22 @@ async def test_inspect_counts_by_reason_and_age_and_leaves_every_message_there(
         "message is blank": 1,
     }
     assert inspection.by_age == {"< 1 h": 5}
-    assert len({message_id for message_id, _, _ in inspection.ids}) == 5
+    assert len({m.message_id for m in inspection.messages}) == 5
     # Released at once: a second look sees all five again.
-    assert (await dlq.inspect(queue)).total == 5
+    assert (await inspect(stack, queue)).total == 5
+
+
+async def test_inspect_counts_each_messages_time_left_from_its_first_send(stack: Stack) -> None:
+    """The dead-letter queue keeps 14 days from ``SentTimestamp``: on a clock 10 days on,
+    every message sent moments ago has 3 days and 23-odd hours left."""
+    queue = await dead_letter_queue_with_both_kinds(stack)
+    assert await QueueAdmin(stack.clients.sqs).retention_seconds(queue.url) == (
+        DEAD_LETTER_RETENTION_SECONDS
+    )
+    ten_days_on = time.time() + 10 * 86_400
+    inspection = await inspect(stack, queue, now=lambda: ten_days_on)
+    assert {dlq.expiry(m.seconds_left) for m in inspection.messages} == {"expires in 3d 23h"}
+    assert "the soonest expires in 3d 23h" in inspection.lines(with_ids=False)
 
 
 async def test_redrive_moves_exactly_the_retry_exhausted_and_deletes_after_sending(
@@ -84,7 +109,7 @@ async def test_redrive_moves_exactly_the_retry_exhausted_and_deletes_after_sendi
     assert (result.sent, result.skipped_rejected, result.failed) == (2, 3, 0)
     moved = await stack.drain("CONVERSE_QUEUE_URL")
     assert sorted(body_of(m)["command_id"] for m in moved) == ["c-exhausted-1", "c-exhausted-2"]
-    left = await dlq.inspect(queue)
+    left = await inspect(stack, queue)
     assert left.total == 3 and dlq.RETRY_EXHAUSTED not in left.by_reason
 
 
@@ -127,6 +152,8 @@ async def test_the_cli_inspects_and_redrives_without_printing_a_body(stack: Stac
     assert inspected.stdout.startswith("5 message(s) in the dead-letter queue\n")
     assert "       2  (retry exhausted: no RejectionReason)" in inspected.stdout
     assert inspected.stdout.count("< 1 h") == 6  # the age line and each of the five ids
+    # Sent moments ago to a queue keeping 14 days: the summary line and each of the five.
+    assert inspected.stdout.count("expires in 13d 23h") == 6
     everything = await asyncio.to_thread(run_cli, stack, "dlq", "redrive", "--include-rejected")
     assert everything.returncode == 0, everything.stderr
     # moto has no StartMessageMoveTask: the tool falls back to its own loop.

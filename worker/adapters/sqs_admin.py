@@ -44,6 +44,14 @@ class QueueAdmin:
             )
         return str(response["Attributes"]["QueueArn"])
 
+    async def retention_seconds(self, queue_url: str) -> int:
+        """How long the queue keeps a message (``MessageRetentionPeriod``), in seconds."""
+        with aws_call("sqs.GetQueueAttributes"):
+            response = await self._client.get_queue_attributes(
+                QueueUrl=queue_url, AttributeNames=["MessageRetentionPeriod"]
+            )
+        return int(response["Attributes"]["MessageRetentionPeriod"])
+
     async def start_move(
         self, source_arn: str, destination_arn: str, per_second: int
     ) -> str | None:

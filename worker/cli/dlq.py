@@ -16,8 +16,12 @@ from worker.errors import ConfigError
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     dlq = commands.add_parser("dlq", help="the converse queue's dead-letter queue")
     dlq_commands = dlq.add_subparsers(dest="dlq_command", required=True)
-    inspect = dlq_commands.add_parser("inspect", help="counts by reason and age; never bodies")
-    inspect.add_argument("--ids", action="store_true", help="list each message id too")
+    inspect = dlq_commands.add_parser(
+        "inspect", help="counts by reason and age, and the time each has left; never bodies"
+    )
+    inspect.add_argument(
+        "--ids", action="store_true", help="list each message id too, with its time left"
+    )
     redrive = dlq_commands.add_parser("redrive", help="send retry-exhausted commands back")
     redrive.add_argument(
         "--include-rejected", action="store_true", help="also messages the stage rejected"
@@ -50,7 +54,8 @@ async def dead_letter_command(args: argparse.Namespace) -> int:
             raise ConfigError("CONVERSE_QUEUE_URL: the queue has no RedrivePolicy")
         dead_letters = description.dead_letter
         if args.dlq_command == "inspect":
-            inspection = await dlq.inspect(dead_letters)
+            retention = await QueueAdmin(clients.sqs).retention_seconds(dead_letters.url)
+            inspection = await dlq.inspect(dead_letters, retention_seconds=retention)
             print("\n".join(inspection.lines(with_ids=args.ids)))
             return 0
         result = None

@@ -11,6 +11,12 @@ by the stage without a second forward (the ``cmd#`` ledger).
 Nothing here prints or logs a body. Inspection holds each message invisible while it
 counts, then makes it visible again; a redrive deletes a message only once its copy was
 sent to the converse queue.
+
+Inspection says when SQS will delete each message: the dead-letter queue's
+``MessageRetentionPeriod`` after the message was first sent (``SentTimestamp``). SQS moves a
+standard queue's message with its first enqueue time, and a rejected command is sent anew,
+so both count from their ``SentTimestamp``. (A FIFO dead-letter queue restarts the count at
+the move: there the figure is the least time left.)
 """
 
 from __future__ import annotations
@@ -53,21 +59,64 @@ def age_bucket(sent_timestamp_ms: int | None, now: float) -> str:
     return next(label for limit, label in AGE_BUCKETS if age < limit)
 
 
+def seconds_left(sent_timestamp_ms: int | None, retention_seconds: int, now: float) -> float | None:
+    """Seconds before SQS deletes a message of a queue keeping ``retention_seconds``, by its
+    ``SentTimestamp``; None without one. Negative: it is past its time."""
+    if sent_timestamp_ms is None:
+        return None
+    return retention_seconds - (now - sent_timestamp_ms / 1000)
+
+
+def expiry(left: float | None) -> str:
+    """``expires in 3d 04h`` (from a day), ``expires in 5h 07m``, ``expires in 12m``: whole
+    units, rounded down, so it never promises more time than is left."""
+    if left is None:
+        return "expiry unknown"
+    if left <= 0:
+        return "expired: SQS deletes it any moment"
+    minutes = int(left // 60)
+    days, minutes = divmod(minutes, 24 * 60)
+    hours, minutes = divmod(minutes, 60)
+    if days:
+        return f"expires in {days}d {hours:02d}h"
+    if hours:
+        return f"expires in {hours}h {minutes:02d}m"
+    if minutes:
+        return f"expires in {minutes}m"
+    return "expires in under a minute"
+
+
 def reason_of(message: ReceivedMessage) -> str:
     return message.attributes.get(REASON_ATTRIBUTE) or RETRY_EXHAUSTED
 
 
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """One message as inspected: its id, reason, age bucket and seconds before SQS deletes it."""
+
+    message_id: str
+    reason: str
+    age: str
+    seconds_left: float | None
+
+
 @dataclass
 class Inspection:
-    """What the dead-letter queue holds: counts by reason and by age, and each id."""
+    """What the dead-letter queue holds: counts by reason and by age, and each message."""
 
     by_reason: Counter[str] = field(default_factory=Counter)
     by_age: Counter[str] = field(default_factory=Counter)
-    ids: list[tuple[str, str, str]] = field(default_factory=list)  # (id, reason, age)
+    messages: list[DeadLetter] = field(default_factory=list)
 
     @property
     def total(self) -> int:
         return sum(self.by_reason.values())
+
+    @property
+    def soonest(self) -> float | None:
+        """The least time left of any message whose time is known."""
+        known = [m.seconds_left for m in self.messages if m.seconds_left is not None]
+        return min(known, default=None)
 
     def lines(self, *, with_ids: bool) -> list[str]:
         out = [f"{self.total} message(s) in the dead-letter queue", "by reason:"]
@@ -75,9 +124,14 @@ class Inspection:
         out.append("by age (since first sent):")
         labels = [label for _, label in AGE_BUCKETS] + ["unknown"]
         out += [f"  {self.by_age[label]:>6}  {label}" for label in labels if self.by_age[label]]
+        if self.soonest is not None:
+            out.append(f"the soonest {expiry(self.soonest)}")
         if with_ids:
             out.append("ids:")
-            out += [f"  {mid}  {age:<9}  {reason}" for mid, reason, age in self.ids]
+            out += [
+                f"  {m.message_id}  {m.age:<9}  {expiry(m.seconds_left):<18}  {m.reason}"
+                for m in self.messages
+            ]
         return out
 
 
@@ -97,16 +151,21 @@ async def release(queue: SqsQueue, messages: list[ReceivedMessage]) -> None:
         await queue.change_visibility_batch(messages[start : start + 10], 0)
 
 
-async def inspect(dlq: SqsQueue, *, now: Callable[[], float] = time.time) -> Inspection:
-    """Count the dead-letter queue's messages by reason and age; every one stays there."""
+async def inspect(
+    dlq: SqsQueue, *, retention_seconds: int, now: Callable[[], float] = time.time
+) -> Inspection:
+    """Count the dead-letter queue's messages by reason and age, and say when SQS deletes
+    each (the queue keeping ``retention_seconds``); every one stays there."""
     messages = await receive_each_once(dlq)
     inspection = Inspection()
     moment = now()
     for message in messages:
-        reason, age = reason_of(message), age_bucket(message.sent_timestamp_ms, moment)
+        sent = message.sent_timestamp_ms
+        reason, age = reason_of(message), age_bucket(sent, moment)
         inspection.by_reason[reason] += 1
         inspection.by_age[age] += 1
-        inspection.ids.append((message.message_id, reason, age))
+        left = seconds_left(sent, retention_seconds, moment)
+        inspection.messages.append(DeadLetter(message.message_id, reason, age, left))
     await release(dlq, messages)
     return inspection
 

@@ -1,5 +1,6 @@
-"""The dead-letter tool's pure parts: age buckets, the copy a redrive sends, the rate's
-bounds, and how SQS's move task ending is reported (over an in-memory move-task API)."""
+"""The dead-letter tool's pure parts: age buckets, the time each message has left, the copy
+a redrive sends, the rate's bounds, an inspection's exact lines (over an in-memory queue, the
+clock stopped), and how SQS's move task ending is reported (over an in-memory move-task API)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ from worker.adapters.sqs_admin import MoveTask
 from worker.cli import dlq_operations as dlq
 from worker.cli import main
 from worker.cli.arguments import redrive_rate
-from worker.cli.dlq_operations import age_bucket, copy_of
+from worker.cli.dlq_operations import age_bucket, copy_of, expiry, seconds_left
 from worker.ports import ReceivedMessage
 
 NOW = 1_800_000_000.0
+DAY, HOUR, MINUTE = 86_400, 3_600, 60
+FOURTEEN_DAYS = 14 * DAY
 
 
 @pytest.mark.parametrize(
@@ -30,6 +33,95 @@ def test_messages_fall_in_age_buckets_by_when_they_were_first_sent(
 
 def test_a_message_without_a_sent_timestamp_has_an_unknown_age() -> None:
     assert age_bucket(None, NOW) == "unknown"
+
+
+@pytest.mark.parametrize(
+    ("age_seconds", "shown"),
+    [(0, "expires in 14d 00h"),
+     (DAY, "expires in 13d 00h"),
+     (10 * DAY + 19 * HOUR + 55 * MINUTE, "expires in 3d 04h"),
+     (13 * DAY + 18 * HOUR + 52 * MINUTE + 30, "expires in 5h 07m"),
+     (FOURTEEN_DAYS - 12 * MINUTE - 59, "expires in 12m"),
+     (FOURTEEN_DAYS - 59, "expires in under a minute"),
+     (FOURTEEN_DAYS, "expired: SQS deletes it any moment"),
+     (FOURTEEN_DAYS + HOUR, "expired: SQS deletes it any moment")],
+)  # fmt: skip
+def test_the_time_left_counts_the_retention_from_the_first_send_rounded_down(
+    age_seconds: int, shown: str
+) -> None:
+    """SQS deletes a dead letter the queue's retention after its ``SentTimestamp``; whole
+    units, rounded down, never promise more time than is left."""
+    sent_ms = int((NOW - age_seconds) * 1000)
+    assert expiry(seconds_left(sent_ms, FOURTEEN_DAYS, NOW)) == shown
+
+
+def test_a_message_without_a_sent_timestamp_has_an_unknown_expiry() -> None:
+    assert seconds_left(None, FOURTEEN_DAYS, NOW) is None
+    assert expiry(None) == "expiry unknown"
+
+
+@dataclass
+class DeadLetters:
+    """A dead-letter queue in memory: one receive answers everything, the next nothing;
+    what it was asked to release is kept."""
+
+    messages: list[ReceivedMessage]
+    released: list[str] = field(default_factory=list)
+    url: str = "dlq"
+
+    async def receive(
+        self, max_messages: int, wait_seconds: int, *, visibility_timeout: int | None = None
+    ) -> list[ReceivedMessage]:
+        batch, self.messages = self.messages[:max_messages], self.messages[max_messages:]
+        return batch
+
+    async def change_visibility_batch(
+        self, messages: list[ReceivedMessage], timeout_seconds: int
+    ) -> list[object]:
+        self.released += [m.message_id for m in messages]
+        return []
+
+
+def dead_letter(message_id: str, age_seconds: float | None, reason: str | None) -> ReceivedMessage:
+    return ReceivedMessage(
+        message_id,
+        f"r-{message_id}",
+        "PRIVILEGED body",
+        attributes={"RejectionReason": reason} if reason else {},
+        sent_timestamp_ms=None if age_seconds is None else int((NOW - age_seconds) * 1000),
+    )
+
+
+async def test_inspect_lists_each_messages_time_left_and_the_soonest_on_the_clock_given() -> None:
+    queue = DeadLetters(
+        [
+            dead_letter("m-1", 2 * HOUR, "message is blank"),
+            dead_letter("m-2", 10 * DAY + 19 * HOUR + 55 * MINUTE, None),
+            dead_letter("m-3", None, "message is blank"),
+        ]
+    )
+    inspection = await dlq.inspect(
+        queue,  # type: ignore[arg-type]
+        retention_seconds=FOURTEEN_DAYS,
+        now=lambda: NOW,
+    )
+    assert inspection.lines(with_ids=True) == [
+        "3 message(s) in the dead-letter queue",
+        "by reason:",
+        "       2  message is blank",
+        "       1  (retry exhausted: no RejectionReason)",
+        "by age (since first sent):",
+        "       1  1 h – 1 d",
+        "       1  >= 7 d",
+        "       1  unknown",
+        "the soonest expires in 3d 04h",
+        "ids:",
+        "  m-1  1 h – 1 d  expires in 13d 22h  message is blank",
+        "  m-2  >= 7 d     expires in 3d 04h   (retry exhausted: no RejectionReason)",
+        "  m-3  unknown    expiry unknown      message is blank",
+    ]
+    assert "the soonest expires in 3d 04h" in inspection.lines(with_ids=False)
+    assert queue.released == ["m-1", "m-2", "m-3"]
 
 
 def test_a_redriven_copy_keeps_body_and_attributes_and_drops_the_stages_own() -> None:
