@@ -369,6 +369,38 @@ EVENTS: tuple[Event, ...] = (
         fields=("error",),
     ),
     Event(
+        "clerk.converse_cache_observed",
+        ("info", "warning"),
+        "The newest answer on the page with a stored bill (`model_usage`), checked against "
+        "the `cache` its prompt expected: the read expected (the estimate, and calibrated "
+        "to real tokens) and made, the writes by TTL, the input as billed, and a miss's "
+        "`cause` (`expired`, `stage_changed_prefix`, `below_minimum`, `ttl_downgraded`, "
+        "`unexplained`; null: no miss); the conversation's token calibration, and whether "
+        "a cache entry is alive at this command's `sent_at`. A warning when the miss is "
+        "`unexplained`.",
+        "None for one `unexplained` miss (an entry evicted early). Many: the model stage's "
+        "system prompt, tools or model changed (every prefix then misses), or Bedrock's "
+        "cache rules moved; compare `worker bill --conversation ID` before and after.",
+        fields=(
+            "answer_seq",
+            "answer_command_id",
+            "expected_read",
+            "expected_read_tokens",
+            "read_tokens",
+            "write_tokens",
+            "written_5m",
+            "written_1h",
+            "billed_units",
+            "cause",
+            "downgraded",
+            "calibration_ratio",
+            "calibration_offset",
+            "calibration_samples",
+            "alive",
+            "cold",
+        ),
+    ),
+    Event(
         "clerk.converse_window_anchor_write_failed",
         FAILURE,
         "The cache-aligned window's new anchor could not be stored; the turn is done, and "

@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from typing import Literal, Protocol, Required, TypedDict, Unpack
 
 from worker.caching.anchor import WindowAnchor
+from worker.caching.observed import ModelUsage
 from worker.memory import CompactionPlan, FoldState, HistoryMessage
 
 
@@ -37,7 +38,9 @@ class HistoryPage:
     where the next older page starts when the read stopped at its limit (None: nothing
     older is left unread); ``queries`` is how many Queries the page took. ``anchor`` is the
     cache-aligned window's anchor as the ``state`` item holds it (``window_anchor`` and
-    ``window_anchor_folded_through``): None when either is missing or malformed.
+    ``window_anchor_folded_through``): None when either is missing or malformed. ``usage``
+    holds the bills the writer stored with the page's answers (``model_usage``), newest
+    first: empty when it stores none.
     """
 
     state: FoldState
@@ -46,6 +49,7 @@ class HistoryPage:
     older: str | None = None
     queries: int = 1
     anchor: WindowAnchor | None = None
+    usage: tuple[ModelUsage, ...] = ()
 
     def extended_by(self, older_page: HistoryPage) -> HistoryPage:
         """This page followed by the next older one (whose state item, if any, is ignored)."""
@@ -56,6 +60,7 @@ class HistoryPage:
             older=older_page.older,
             queries=self.queries + older_page.queries,
             anchor=self.anchor,
+            usage=self.usage + older_page.usage,
         )
 
 

@@ -8,23 +8,25 @@ already read (the answers on its page carry ``model_usage`` when the writer stor
   read the stage expects, and each cache point's TTL and estimated prefix, in view order.
 - :func:`check`: the newest answer's expectation against its bill. A read short of the
   expected one (calibrated, less :data:`MISS_TOLERANCE`) is a miss, and it gets a cause,
-  tried in this order: ``stage_changed_prefix`` (no earlier prompt of the page had a point
-  at the prefix it expected to read: the stage moved it), ``below_minimum`` (that prefix
+  tried in this order: ``stage_changed_prefix`` (the previous prompt had no point at the
+  prefix it expected to read: the stage moved it), ``below_minimum`` (that prefix
   holds fewer real tokens than the model's minimum), ``ttl_downgraded`` (the entry would
   have lived as the ``1h`` it was asked for, but was written ``5m``), ``expired`` (by the
   written TTLs and the answers' times, no entry was alive), ``unexplained`` (an entry should
   have been alive: something outside the stage changed the prefix, or the entry was evicted).
 - :class:`Observation`, what the next turn learns (:func:`observe`): the conversation's
   token calibration (:class:`Calibration`, observed prompt tokens against the stage's
-  estimate, with the model stage's fixed system-prompt offset), whether any entry is alive
-  at the command's ``sent_at`` (:func:`entries_alive`, replayed from the answers' times
-  and written TTLs), whether it is cold, and whether its ``1h`` writes come back as ``5m``.
+  estimate, with the model stage's fixed system-prompt offset), which entries are alive at
+  the command's ``sent_at``, whether the cache is cold, and whether the conversation's
+  ``1h`` writes come back as ``5m``.
 
-Entries are replayed coarsely, as the bill lets them be: a write makes an entry of the
-longest TTL it was billed at (and one of ``5m`` beside it when it also wrote ``5m``
-tokens); a read renews every entry alive then for its own TTL (the bill does not say which
-entry it read). Times are the answers' ``answered_at`` and the command's ``sent_at``, never
-a clock. Pure: no I/O, no logging.
+Entries are replayed from the bills (:func:`alive_prefixes`): an answer that wrote made an
+entry at each point of its prompt past its read and long enough to cache, living the TTL the
+point asked (``5m`` when no ``1h`` write came back); a read renewed the longest live entry it
+covers; only the entries at an answer's own points carry past it (any other holds a prompt
+the conversation has left). Prefixes are compared in the stage's estimated tokens, which
+the expectation's points carry. Times are the answers' ``answered_at`` and the command's
+``sent_at``, never a clock. Pure: no I/O, no logging.
 """
 
 from __future__ import annotations
@@ -317,32 +319,39 @@ def _replay(
     """The entries the answers' bills made, by prefix, as they stand at ``until``, dead ones
     included (an entry is replaced by a later write at its prefix).
 
-    An answer that read renews every entry alive then, for its own life (the bill does not
-    say which it read). An answer that wrote made an entry at each of its prompt's points
-    past the read it expected and long enough to cache, for the TTL the point asked, or
-    ``5m`` when no ``1h`` write came back."""
+    Only the entries at an answer's own points are carried past it: they are prefixes of its
+    prompt, so of the next one's as far as the next shares it; an entry at any other prefix
+    holds a prompt the conversation has left (the window re-anchored, the summary moved),
+    however many tokens it counts. An answer that read renewed the entry it read (for that
+    entry's own life): the live entry with the longest prefix that its read covers. An
+    answer that wrote made an entry at each of its prompt's points past its read and long
+    enough to cache, for the TTL the point asked, or ``5m`` when no ``1h`` write came back."""
     entries: dict[int, _Entry] = {}
     for usage in usages_oldest_first:
         at, expected = usage.answered_at, usage.expected
         if at is None or at > until:
             continue
+        points = {point.prefix_tokens for point in expected.points} if expected else set()
+        entries = {prefix: entry for prefix, entry in entries.items() if prefix in points}
+        covered = usage.read_tokens * (1.0 + MISS_TOLERANCE)
         if usage.read_tokens > 0:
-            entries = {
-                prefix: replace(entry, expires=at + timedelta(seconds=entry.life))
-                if entry.expires > at
-                else entry
+            read = [
+                prefix
                 for prefix, entry in entries.items()
-            }
+                if entry.expires > at and calibration.tokens(prefix) <= covered
+            ]
+            if read:
+                entry = entries[max(read)]
+                entries[max(read)] = replace(entry, expires=at + timedelta(seconds=entry.life))
         if expected is None or usage.write_tokens == 0:
             continue
-        read = expected.expected_read_tokens if usage.read_tokens > 0 else 0
         for point in expected.points:
-            prefix = point.prefix_tokens
-            if prefix <= read or calibration.tokens(prefix) < min_tokens:
+            tokens = calibration.tokens(point.prefix_tokens)
+            if tokens <= covered or tokens < min_tokens:
                 continue
             asked = TTL_SECONDS[point.ttl]
             life = asked if point.ttl == "5m" or usage.written_1h > 0 else _FIVE
-            entries[prefix] = _Entry(life, asked, at + timedelta(seconds=life))
+            entries[point.prefix_tokens] = _Entry(life, asked, at + timedelta(seconds=life))
     return entries
 
 
@@ -352,11 +361,13 @@ def alive_prefixes(
     calibration: Calibration,
     *,
     min_tokens: int,
-) -> tuple[int, ...]:
+) -> tuple[tuple[int, ...], bool]:
     """The prefixes (estimated tokens) whose entries are alive at ``at``, with
-    :data:`ALIVE_MARGIN` to spare, in increasing order."""
+    :data:`ALIVE_MARGIN` to spare, in increasing order; and whether the newest answer's
+    prompt had any entry at all (none when its points were all below the minimum)."""
     entries = _replay(list(reversed(usages_newest_first)), at, calibration, min_tokens=min_tokens)
-    return tuple(sorted(p for p, e in entries.items() if e.expires > at + ALIVE_MARGIN))
+    alive = tuple(sorted(p for p, e in entries.items() if e.expires > at + ALIVE_MARGIN))
+    return alive, bool(entries)
 
 
 @dataclass(frozen=True, slots=True)
@@ -420,13 +431,8 @@ def _cause(
     """Why ``newest`` read less than it expected (see the module's docstring)."""
     assert newest.expected is not None
     want = newest.expected.expected_read_tokens
-    prefixes = {
-        point.prefix_tokens
-        for usage in earlier
-        if usage.expected is not None
-        for point in usage.expected.points
-    }
-    if any(usage.expected is not None for usage in earlier) and want not in prefixes:
+    previous = earlier[0].expected if earlier else None
+    if previous is not None and want not in {point.prefix_tokens for point in previous.points}:
         return "stage_changed_prefix"
     if calibration.tokens(want) < min_tokens:
         return "below_minimum"
@@ -456,8 +462,9 @@ class Observation:
 
     ``alive``: the prefixes (estimated tokens) whose entries are alive at the command's
     ``sent_at`` (None: not known, the newest answer carries no bill or there is no
-    ``sent_at``). ``cold``: every entry is dead (known from the bills, or, without them, the
-    newest question is over an hour older than ``sent_at``). ``no_1h``: the conversation's
+    ``sent_at``). ``cold``: every entry is dead (known from the bills: the newest answer's
+    prompt made entries and none is alive; or, without them, the newest question is over an
+    hour older than ``sent_at``). ``no_1h``: the conversation's
     ``1h`` writes came back as ``5m`` (:data:`DOWNGRADES_TO_STOP_1H` times on the page).
     """
 
@@ -497,12 +504,14 @@ def observe(
         return Observation(cold=unbilled_cold)
     calibration = calibrate(usages)
     alive: tuple[int, ...] | None = None
+    cold = unbilled_cold
     if usages[0].seq == newest_answer_seq and sent_at is not None:
-        alive = alive_prefixes(usages, sent_at, calibration, min_tokens=min_tokens)
+        alive, made = alive_prefixes(usages, sent_at, calibration, min_tokens=min_tokens)
+        cold = made and not alive
     return Observation(
         calibration=calibration,
         alive=alive,
-        cold=not alive if alive is not None else unbilled_cold,
+        cold=cold,
         no_1h=sum(downgraded(u, calibration, min_tokens=min_tokens) for u in usages)
         >= DOWNGRADES_TO_STOP_1H,
         check=check(usages[0], usages[1:], calibration, min_tokens=min_tokens),

@@ -229,9 +229,15 @@ class ConverseStage:
             telemetry.window_anchored(plan.aligned.outcome, plan.aligned.reason)
         if plan.ttls is not None:
             telemetry.ttls_chosen(plan.ttls.counts)
+        if plan.observed.check is not None:
+            telemetry.cache_observed(plan.observed.check)
         window = plan.window
         shown = (plan.summary, plan.folded_through)
-        body = encode_body(prompt_payload(command, window, plan.page.state, plan.view, shown=shown))
+        body = encode_body(
+            prompt_payload(
+                command, window, plan.page.state, plan.view, shown=shown, cache=plan.cache
+            )
+        )
         await self._model_queue.send(
             body, group_id=command.conversation_id, deduplication_id=command.command_id
         )
