@@ -14,13 +14,18 @@ import pytest
 from tests.conftest import captured_logs
 from tests.emf import check_document, documents, samples, totals
 from tests.unit.clock import FakeClock
+from worker.caching.observed import CacheCheck, Cause
+from worker.ports import ReceivedMessage
+from worker.telemetry import hooks as telemetry
 from worker.telemetry import metrics as m
+from worker.telemetry.hooks import Telemetry
 from worker.telemetry.metrics import EmfFlusher, MetricsBook, emf_documents
 
 DIMENSIONS = {m.SERVICE_DIMENSION: m.SERVICE, m.QUEUE_DIMENSION: "mira-converse"}
 #: The wall clock of these tests, stopped (time is injected, never read).
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 WALL = NOW.timestamp()
+RECEIVED = ReceivedMessage("m-1", "r-1", "{}", receive_count=1)
 
 
 def parse(text: str) -> list[dict[str, Any]]:
@@ -241,3 +246,68 @@ def test_cache_point_ttls_are_counted_per_ttl_only_in_intervals_that_had_any() -
         m.CACHE_POINT_TTLS not in d
         for d in parse("\n".join(emf_documents(book.take(), DIMENSIONS, NOW)))
     )
+
+
+def cache_check(cause: Cause | None, *, read: int, billed: float) -> CacheCheck:
+    """The newest answer's bill checked: 2,000 tokens expected read, ``read`` made."""
+    return CacheCheck(
+        seq=8,
+        command_id="c-4",
+        expected_read=1_900,
+        expected_read_tokens=2_000,
+        read_tokens=read,
+        write_tokens=400,
+        written_5m=400,
+        written_1h=0,
+        billed_units=billed,
+        cause=cause,
+        downgraded=False,
+    )
+
+
+def test_a_checked_bill_writes_the_checks_the_misses_by_cause_and_three_distributions() -> None:
+    """GIVEN three turns that checked a bill (one read as expected, one expired, one
+    unexplained), WHEN the interval is written, THEN CacheChecks counts all three,
+    CacheMisses the two misses in all and one document per Cause, and the billed input
+    units (to 0.1) and the expected and observed reads are one value per check."""
+    book = MetricsBook()
+    checks = [
+        cache_check(None, read=2_000, billed=750.0),
+        cache_check("expired", read=0, billed=2_550.04),
+        cache_check("unexplained", read=0, billed=2_549.96),
+    ]
+    for checked in checks:
+        with Telemetry(metrics=book, clock=FakeClock()).turn(RECEIVED, received_at=0.0):
+            telemetry.cache_observed(checked)
+    telemetry.cache_observed(checks[1])  # outside a turn: recorded nowhere
+    docs = parse("\n".join(emf_documents(book.take(), DIMENSIONS, NOW)))
+    for document in docs:
+        check_document(document)
+    main = [d for d in docs if m.CAUSE_DIMENSION not in d]
+    assert totals(main)[m.CACHE_CHECKS] == 3
+    assert totals(main)[m.CACHE_MISSES] == 2
+    by_cause = [d for d in docs if m.CAUSE_DIMENSION in d]
+    assert totals(by_cause, by=m.CAUSE_DIMENSION) == {
+        (m.CACHE_MISSES, "expired"): 1,
+        (m.CACHE_MISSES, "unexplained"): 1,
+    }
+    for document in by_cause:
+        assert document["_aws"]["CloudWatchMetrics"][0]["Dimensions"] == [
+            [m.SERVICE_DIMENSION, m.QUEUE_DIMENSION, m.CAUSE_DIMENSION]
+        ]
+    assert samples(main, m.OBSERVED_BILLED_INPUT_UNITS) == [750.0, 2_550.0, 2_550.0]
+    assert samples(main, m.EXPECTED_CACHE_READ_TOKENS) == [2_000, 2_000, 2_000]
+    assert samples(main, m.OBSERVED_CACHE_READ_TOKENS) == [2_000, 0, 0]
+
+
+def test_an_interval_of_checks_without_a_miss_names_no_cache_miss() -> None:
+    book = MetricsBook()
+    with Telemetry(metrics=book, clock=FakeClock()).turn(RECEIVED, received_at=0.0):
+        telemetry.cache_observed(cache_check(None, read=2_000, billed=750.0))
+    [document] = parse("\n".join(emf_documents(book.take(), DIMENSIONS, NOW)))
+    assert document[m.CACHE_CHECKS] == 1
+    assert m.CACHE_MISSES not in document
+    book.count(m.COMMANDS_SERVED)
+    [quiet] = parse("\n".join(emf_documents(book.take(), DIMENSIONS, NOW)))
+    assert quiet[m.CACHE_CHECKS] == 0  # a counter: written every interval, for the share
+    assert m.OBSERVED_BILLED_INPUT_UNITS not in quiet

@@ -1,0 +1,220 @@
+"""Cache lifetimes with the bills observed: the calibrated count decides the model's minimum,
+the entries the bills say are alive replace the guess of the previous turn's TTL, a
+conversation whose ``1h`` writes come back ``5m`` is not offered ``1h``, and without bills
+every choice is the one the pace alone gives."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from worker.caching.lifetimes import (
+    Pace,
+    PointShape,
+    TurnShape,
+    choose_ttls,
+    expected_read,
+    read_pace,
+)
+from worker.caching.observed import Calibration, Observation, observe
+
+START = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
+MIN = 1_024
+BRISK = (60, 90, 45, 120, 75, 150, 60, 90, 100, 80, 70, 65)
+DELIBERATE = (240, 420, 180, 600, 900, 310, 260, 720, 200, 480, 350, 250)
+COLD = (4000, 5000, 7200, 3900, 4400, 6000, 8000, 4100)
+#: A summary point (1,200 tokens before it) and the history's (4,000), both likely reused;
+#: the turn shares 3,700 tokens of prefix with the previous one.
+STEADY = TurnShape((PointShape(1200, 1.0), PointShape(4000, 1.0)), 3700)
+
+
+def pace(*gaps: float) -> Pace:
+    """The pace of questions asked ``gaps`` seconds apart, the last gap up to ``sent_at``."""
+    times = [START]
+    for gap in gaps:
+        times.append(times[-1] + timedelta(seconds=gap))
+    return read_pace(times[:-1], times[-1])
+
+
+def calibrated(ratio: float) -> Observation:
+    """Bills that say the conversation's real tokens are ``ratio`` x the estimate; nothing
+    about live entries (the newest answer carried none)."""
+    return Observation(calibration=Calibration(ratio=ratio, offset=0.0, samples=3))
+
+
+@pytest.mark.parametrize(
+    ("ratio", "why"), [(1.2, "expected_cost"), (1.0, "below_minimum")], ids=["x1.2", "x1.0"]
+)
+def test_the_calibrated_count_decides_whether_a_prefix_reaches_the_minimum(
+    ratio: float, why: str
+) -> None:
+    """GIVEN a point after 900 estimated tokens and a model minimum of 1,024, WHEN the bills
+    say the real tokens are 1.2x the estimate (1,080), THEN the point can cache and the
+    policy chooses; at 1.0x (900) nothing reaches the minimum."""
+    shape = TurnShape((PointShape(900, 1.0),), 0)
+    choice = choose_ttls(shape, pace(*BRISK), setting="adaptive", min_tokens=MIN,
+                         observed=calibrated(ratio))  # fmt: skip
+    assert choice.why == why
+    assert choose_ttls(shape, pace(*BRISK), setting="adaptive", min_tokens=MIN).why == (
+        "below_minimum"
+    )
+
+
+def test_a_shared_prefix_the_calibration_lifts_over_the_minimum_is_expected_to_be_read() -> None:
+    shape = TurnShape((PointShape(900, 1.0), PointShape(1300, 1.0)), 900)
+    lifted = calibrated(1.2)
+    choice = choose_ttls(shape, pace(*BRISK), setting="adaptive", min_tokens=MIN, observed=lifted)
+    assert expected_read(shape, choice, setting="adaptive", min_tokens=MIN, observed=lifted) == 900
+    plain = choose_ttls(shape, pace(*BRISK), setting="adaptive", min_tokens=MIN)
+    assert expected_read(shape, plain, setting="adaptive", min_tokens=MIN) == 0
+
+
+@pytest.mark.parametrize(
+    ("gaps", "alive", "read"),
+    [
+        (BRISK, (), 0),
+        (BRISK, (1200, 3700), 3700),
+        (COLD, (1200, 3700), 3700),
+        (DELIBERATE, (1200, 3700), 3700),
+        (BRISK, (1200,), 1200),
+        (COLD, (1200,), 1200),
+    ],
+    ids=[
+        "brisk, but the bills say dead: nothing read",
+        "brisk and alive: the shared prefix",
+        "cold pace, but the bills say alive: the shared prefix",
+        "deliberate, alive: the shared prefix",
+        "only the summary's entry alive: its prefix",
+        "cold pace, the summary's entry alive: its prefix",
+    ],
+)
+def test_the_entries_the_bills_say_are_alive_replace_the_guess(
+    gaps: tuple[float, ...], alive: tuple[int, ...], read: int
+) -> None:
+    """Whatever the pace says of the previous turn's TTL, the read is the longest shared
+    prefix whose entry the bills say is alive at ``sent_at``, and the payload expects it."""
+    observed = Observation(alive=alive, cold=not alive)
+    choice = choose_ttls(STEADY, pace(*gaps), setting="adaptive", min_tokens=MIN,
+                         observed=observed)  # fmt: skip
+    assert (choice.why, choice.read) == ("expected_cost", read)
+    assert expected_read(STEADY, choice, setting="adaptive", min_tokens=MIN,
+                         observed=observed) == read  # fmt: skip
+
+
+def test_the_guess_and_the_bills_disagree_where_the_bills_matter() -> None:
+    """The cases above are not the guess's own answers: brisk guesses the prefix alive,
+    a cold pace guesses it dead."""
+    brisk = choose_ttls(STEADY, pace(*BRISK), setting="adaptive", min_tokens=MIN)
+    cold = choose_ttls(STEADY, pace(*COLD), setting="adaptive", min_tokens=MIN)
+    assert (brisk.read, cold.read) == (3700, 0)
+
+
+def test_with_a_fixed_ttl_the_expected_read_is_the_bills_too() -> None:
+    choice = choose_ttls(STEADY, pace(*BRISK), setting="5m", min_tokens=MIN)
+    dead = Observation(alive=(), cold=True)
+    assert expected_read(STEADY, choice, setting="5m", min_tokens=MIN, observed=dead) == 0
+    assert expected_read(STEADY, choice, setting="5m", min_tokens=MIN) == 3700
+
+
+def test_a_conversation_whose_1h_writes_come_back_5m_is_not_offered_1h() -> None:
+    """GIVEN a deliberate conversation's steady turn, which buys 1h, WHEN its 1h writes have
+    come back as 5m, THEN no point is given 1h."""
+    assert choose_ttls(STEADY, pace(*DELIBERATE), setting="adaptive", min_tokens=MIN).ttls == (
+        "1h",
+        "1h",
+    )
+    no_1h = Observation(no_1h=True)
+    choice = choose_ttls(STEADY, pace(*DELIBERATE), setting="adaptive", min_tokens=MIN,
+                         observed=no_1h)  # fmt: skip
+    assert choice.why == "expected_cost"
+    assert "1h" not in choice.ttls
+
+
+@given(
+    prefixes=st.lists(st.integers(0, 20_000), min_size=1, max_size=3).map(sorted),
+    reused=st.lists(st.floats(0, 1), min_size=3, max_size=3),
+    shared=st.integers(0, 20_000),
+    gaps=st.lists(st.floats(0, 200_000), max_size=20),
+    alive=st.lists(st.integers(0, 20_000), max_size=3).map(lambda ps: tuple(sorted(set(ps)))),
+)
+def test_no_1h_is_never_offered_whatever_the_shape_pace_and_entries(
+    prefixes: list[int],
+    reused: list[float],
+    shared: int,
+    gaps: list[float],
+    alive: tuple[int, ...],
+) -> None:
+    points = tuple(PointShape(p, r) for p, r in zip(prefixes, reused, strict=False))
+    shape = TurnShape(points, min(shared, prefixes[-1]))
+    observed = Observation(alive=alive, no_1h=True)
+    choice = choose_ttls(shape, pace(*gaps), setting="adaptive", min_tokens=MIN,
+                         observed=observed)  # fmt: skip
+    assert "1h" not in choice.ttls
+
+
+# --- without bills, the choices are the pace's alone -----------------------------------------
+
+#: Choices the pace alone gives (test_cache_ttl.py's table): (shape, gaps, setting, ttls, why).
+WITHOUT_BILLS = [
+    (STEADY, BRISK, "adaptive", ("5m", "5m"), "expected_cost"),
+    (STEADY, DELIBERATE, "adaptive", ("1h", "1h"), "expected_cost"),
+    (TurnShape(STEADY.points, 0), COLD, "adaptive", (None, None), "expected_cost"),
+    (TurnShape((PointShape(300, 1.0),), 0), (), "adaptive", ("5m",), "no_pace"),
+    (STEADY, DELIBERATE, "5m", ("5m", "5m"), "fixed"),
+]
+
+
+def unbilled(gaps: tuple[float, ...]) -> Observation:
+    """What :func:`observe` learns from a page whose answers carry no bill, its newest
+    question ``gaps[-1]`` seconds before ``sent_at``."""
+    sent_at = START + timedelta(seconds=sum(gaps))
+    asked = sent_at - timedelta(seconds=gaps[-1]) if gaps else None
+    return observe((), newest_answer_seq=2, newest_question_at=asked, sent_at=sent_at,
+                   min_tokens=MIN)  # fmt: skip
+
+
+@pytest.mark.parametrize(("shape", "gaps", "setting", "ttls", "why"), WITHOUT_BILLS)
+def test_without_bills_the_policy_chooses_as_the_pace_alone_says(
+    shape: TurnShape, gaps: tuple[float, ...], setting: str, ttls: tuple[str | None, ...], why: str
+) -> None:
+    observed = unbilled(gaps)
+    choice = choose_ttls(shape, pace(*gaps), setting=setting, min_tokens=MIN,  # type: ignore[arg-type]
+                         observed=observed)  # fmt: skip
+    assert (choice.ttls, choice.why) == (ttls, why)
+    assert choice == choose_ttls(shape, pace(*gaps), setting=setting, min_tokens=MIN)  # type: ignore[arg-type]
+
+
+@given(
+    prefixes=st.lists(st.integers(0, 20_000), min_size=0, max_size=3).map(sorted),
+    reused=st.lists(st.floats(0, 1), min_size=3, max_size=3),
+    shared=st.integers(0, 20_000),
+    gaps=st.lists(st.floats(0, 200_000), max_size=20),
+    minimum=st.sampled_from([1, 1024, 2048, 4096]),
+    setting=st.sampled_from(["adaptive", "5m", "1h"]),
+)
+def test_without_bills_every_choice_and_expected_read_is_the_one_without_the_argument(
+    prefixes: list[int],
+    reused: list[float],
+    shared: int,
+    gaps: list[float],
+    minimum: int,
+    setting: str,
+) -> None:
+    """A page without ``model_usage`` (an older writer) observes nothing that changes a
+    choice, even when the gap makes it cold (that re-anchors the window, no more)."""
+    points = tuple(PointShape(p, r) for p, r in zip(prefixes, reused, strict=False))
+    shape = TurnShape(points, min(shared, prefixes[-1] if prefixes else 0))
+    observed = unbilled(tuple(gaps))
+    p = pace(*gaps)
+    args = {"setting": setting, "min_tokens": minimum}
+    plain = choose_ttls(shape, p, **args)  # type: ignore[arg-type]
+    seen = choose_ttls(shape, p, observed=observed, **args)  # type: ignore[arg-type]
+    assert seen == plain
+    assert expected_read(shape, seen, observed=observed, **args) == expected_read(  # type: ignore[arg-type]
+        shape,
+        plain,
+        **args,  # type: ignore[arg-type]
+    )

@@ -1,0 +1,537 @@
+"""The bill, observed: the payload's ``cache`` block as JSON, an answer's ``model_usage`` read
+and priced, the conversation's calibration, which entries the bills say are alive, the
+newest bill checked with a miss's cause, and what a turn learns (:func:`observe`).
+
+Bills are spelled by hand and kept consistent (the prompt's real tokens are its estimate
+unless a case says otherwise), so every expected figure here is worked out in the test.
+Times are fixed datetimes: nothing reads a clock.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from worker.caching.observed import (
+    CALIBRATION_SAMPLES,
+    CacheExpectation,
+    Calibration,
+    Cause,
+    ExpectedPoint,
+    ModelUsage,
+    Observation,
+    calibrate,
+    check,
+    observe,
+)
+
+T0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
+MIN = 1_024
+#: The first prompt's history point, and the second's (its history one exchange longer).
+FIRST, SECOND = 2_000, 2_400
+#: The current question's estimated tokens, sent uncached.
+QUESTION = 50
+
+
+def expecting(read: int, *points: tuple[str, int]) -> CacheExpectation:
+    """A payload's ``cache`` block: the points (ttl, prefix) in order; the prompt is the last
+    point's prefix and the question."""
+    prefixes = [prefix for _, prefix in points]
+    return CacheExpectation(
+        prompt_tokens=max(prefixes, default=0) + QUESTION,
+        expected_read_tokens=read,
+        points=tuple(ExpectedPoint(ttl, prefix) for ttl, prefix in points),  # type: ignore[arg-type]
+    )
+
+
+def bill(
+    seq: int,
+    at: datetime | None,
+    expected: CacheExpectation | None,
+    *,
+    read: int = 0,
+    written_5m: int = 0,
+    written_1h: int = 0,
+) -> ModelUsage:
+    """The answer at ``seq``'s bill: its prompt's real tokens are its estimate, the rest of
+    it uncached."""
+    prompt = expected.prompt_tokens if expected is not None else QUESTION + read
+    write = written_5m + written_1h
+    return ModelUsage(
+        seq=seq,
+        input_tokens=prompt - read - write,
+        read_tokens=read,
+        write_tokens=write,
+        written_5m=written_5m,
+        written_1h=written_1h,
+        answered_at=at,
+        command_id=f"c-{seq}",
+        expected=expected,
+    )
+
+
+def first_answer(at: datetime = T0, ttl: str = "5m", *, honoured: bool = True) -> ModelUsage:
+    """A first turn's bill: it wrote its history point's prefix (at ``1h`` only if the
+    service honoured it)."""
+    one_hour = ttl == "1h" and honoured
+    return bill(
+        2,
+        at,
+        expecting(0, (ttl, FIRST)),
+        written_5m=0 if one_hour else FIRST,
+        written_1h=FIRST if one_hour else 0,
+    )
+
+
+def second_answer(at: datetime, *, read: int, expects: int = FIRST) -> ModelUsage:
+    """The next turn's bill, expecting to read ``expects`` and reading ``read``; what it did
+    not read up to its history point it wrote at 5m."""
+    return bill(
+        4,
+        at,
+        expecting(expects, ("5m", FIRST), ("5m", SECOND)),
+        read=read,
+        written_5m=SECOND - read,
+    )
+
+
+# --- the payload's cache block ---------------------------------------------------------------
+
+BLOCK = CacheExpectation(
+    prompt_tokens=2_290,
+    expected_read_tokens=2_100,
+    points=(ExpectedPoint("1h", 1_000), ExpectedPoint("5m", 1_160)),
+)
+
+
+def test_the_cache_block_survives_json_and_reads_back_equal() -> None:
+    """GIVEN the stage's expectation, WHEN it goes through JSON (the payload, the writer's
+    ``expected``) and is read back, THEN it is the same value, its points in view order."""
+    text = json.dumps(BLOCK.as_json())
+    assert json.loads(text) == {
+        "prompt_tokens": 2_290,
+        "expected_read_tokens": 2_100,
+        "points": [{"ttl": "1h", "prefix_tokens": 1_000}, {"ttl": "5m", "prefix_tokens": 1_160}],
+    }
+    assert CacheExpectation.from_json(json.loads(text)) == BLOCK
+    assert BLOCK.asks_1h and not expecting(0, ("5m", 1_000)).asks_1h
+
+
+def _block(**changes: Any) -> dict[str, Any]:
+    return {**BLOCK.as_json(), **changes}
+
+
+@pytest.mark.parametrize(
+    "stored",
+    [
+        None,
+        "cache",
+        [BLOCK.as_json()],
+        _block(prompt_tokens=None),
+        _block(prompt_tokens="2290"),
+        _block(prompt_tokens=-1),
+        _block(expected_read_tokens=2_100.5),
+        _block(expected_read_tokens=True),
+        _block(points=None),
+        _block(points={"ttl": "5m", "prefix_tokens": 1_000}),
+        _block(points=["5m"]),
+        _block(points=[{"ttl": "2h", "prefix_tokens": 1_000}]),
+        _block(points=[{"prefix_tokens": 1_000}]),
+        _block(points=[{"ttl": "5m", "prefix_tokens": -3}]),
+        _block(points=[{"ttl": "5m"}]),
+    ],
+    ids=[
+        "null",
+        "a string",
+        "a list",
+        "no prompt_tokens",
+        "prompt_tokens a string",
+        "prompt_tokens negative",
+        "a fractional read",
+        "a boolean read",
+        "no points",
+        "points a map",
+        "a point not a map",
+        "a ttl Bedrock has not",
+        "a point without ttl",
+        "a negative prefix",
+        "a point without prefix",
+    ],
+)
+def test_a_malformed_cache_block_reads_as_none(stored: object) -> None:
+    assert CacheExpectation.from_json(stored) is None
+
+
+# --- an answer's model_usage -----------------------------------------------------------------
+
+USAGE: dict[str, Any] = {
+    "inputTokens": 50,
+    "outputTokens": 120,
+    "totalTokens": 1_870,
+    "cacheReadInputTokens": 1_000,
+    "cacheWriteInputTokens": 700,
+    "cacheDetails": [{"ttl": "1h", "inputTokens": 500}, {"ttl": "5m", "inputTokens": 200}],
+    "answered_at": "2026-11-30T09:00:42Z",
+    "command_id": "c-8f2e",
+    "expected": BLOCK.as_json(),
+}
+
+
+def test_model_usage_splits_the_writes_by_ttl_as_cache_details_bills_them() -> None:
+    usage = ModelUsage.from_json(6, USAGE)
+    assert usage == ModelUsage(
+        seq=6,
+        input_tokens=50,
+        read_tokens=1_000,
+        write_tokens=700,
+        written_5m=200,
+        written_1h=500,
+        answered_at=datetime(2026, 11, 30, 9, 0, 42, tzinfo=UTC),
+        command_id="c-8f2e",
+        expected=BLOCK,
+    )
+    assert usage.prompt_tokens == 1_750
+
+
+def test_without_cache_details_every_write_is_5m_and_what_they_leave_out_is_5m_too() -> None:
+    """Bedrock's default TTL is 5 minutes: no details, every written token is a 5m one; a
+    write the details do not cover counts as 5m as well."""
+    bare = {k: v for k, v in USAGE.items() if k != "cacheDetails"}
+    usage = ModelUsage.from_json(6, bare)
+    assert usage is not None and (usage.written_5m, usage.written_1h) == (700, 0)
+    short = {**USAGE, "cacheDetails": [{"ttl": "1h", "inputTokens": 300}]}
+    usage = ModelUsage.from_json(6, short)
+    assert usage is not None and (usage.written_5m, usage.written_1h) == (400, 300)
+
+
+def test_model_usage_takes_plain_ints_and_whole_floats_and_no_cache_members_as_zero() -> None:
+    """The adapter hands over plain numbers (DynamoDB's ``N`` as int, else float): a whole
+    float is a count; a prompt without a cache point has no cache members at all."""
+    floats = {**USAGE, "inputTokens": 50.0, "cacheReadInputTokens": 1_000.0}
+    usage = ModelUsage.from_json(6, floats)
+    assert usage is not None
+    assert (usage.input_tokens, usage.read_tokens) == (50, 1_000)
+    assert type(usage.input_tokens) is int and type(usage.read_tokens) is int
+    uncached = ModelUsage.from_json(6, {"inputTokens": 900, "outputTokens": 40})
+    assert uncached is not None
+    assert (uncached.read_tokens, uncached.write_tokens, uncached.expected) == (0, 0, None)
+    assert (uncached.answered_at, uncached.command_id) == (None, None)
+
+
+@pytest.mark.parametrize(
+    "stored",
+    [
+        None,
+        "model_usage",
+        [USAGE],
+        {},
+        {**USAGE, "inputTokens": None},
+        {**USAGE, "inputTokens": "50"},
+        {**USAGE, "inputTokens": 50.5},
+        {**USAGE, "inputTokens": -1},
+        {**USAGE, "inputTokens": True},
+    ],
+    ids=[
+        "null",
+        "a string",
+        "a list",
+        "empty",
+        "inputTokens null",
+        "inputTokens a string",
+        "inputTokens fractional",
+        "inputTokens negative",
+        "inputTokens a boolean",
+    ],
+)
+def test_a_model_usage_without_convers_token_counts_reads_as_none(stored: object) -> None:
+    assert ModelUsage.from_json(6, stored) is None
+
+
+def test_what_a_bill_carries_beside_the_counts_is_dropped_when_malformed_not_the_bill() -> None:
+    """A time without an offset, a command id that is not a string, an ``expected`` that is
+    not a cache block: each reads as absent, the counts stand."""
+    odd = {**USAGE, "answered_at": "2026-11-30T09:00:42", "command_id": 7, "expected": {"x": 1}}
+    usage = ModelUsage.from_json(6, odd)
+    assert usage is not None
+    assert (usage.answered_at, usage.command_id, usage.expected) == (None, None, None)
+    assert (usage.read_tokens, usage.written_1h) == (1_000, 500)
+    unparsable = ModelUsage.from_json(6, {**USAGE, "answered_at": "at nine"})
+    assert unparsable is not None and unparsable.answered_at is None
+
+
+def test_the_billed_units_price_uncached_1x_read_0_1x_written_1_25x_for_5m_and_2x_for_1h() -> None:
+    usage = ModelUsage.from_json(6, USAGE)
+    assert usage is not None
+    # 50 uncached + 1,000 read x 0.1 + 200 written 5m x 1.25 + 500 written 1h x 2
+    assert usage.billed_units == pytest.approx(50 + 100 + 250 + 1_000)
+    assert bill(2, T0, None).billed_units == QUESTION  # nothing cached: all at 1x
+
+
+# --- the calibration -------------------------------------------------------------------------
+
+
+def observed_prompt(seq: int, estimate: int, real: int) -> ModelUsage:
+    """An answer whose prompt the stage estimated at ``estimate`` and Bedrock billed ``real``."""
+    expected = CacheExpectation(estimate, 0, (ExpectedPoint("5m", estimate - QUESTION),))
+    return ModelUsage(seq, real, 0, 0, 0, 0, T0, f"c-{seq}", expected)
+
+
+def test_without_samples_the_estimate_stands() -> None:
+    assert calibrate([]) == Calibration()
+    unexpected = ModelUsage(2, 1_500, 0, 0, 0, 0, T0)  # an answer whose payload had no cache
+    assert calibrate([unexpected]) == Calibration()
+    assert Calibration().tokens(1_234) == 1_234
+
+
+def test_one_sample_gives_a_ratio_and_no_offset() -> None:
+    calibration = calibrate([observed_prompt(2, 1_000, 1_200)])
+    assert calibration == Calibration(ratio=1.2, offset=0.0, samples=1)
+    assert calibration.tokens(900) == 1_080
+
+
+def test_samples_that_spread_give_back_the_ratio_and_the_offset_they_were_made_with() -> None:
+    """GIVEN answers billed at exactly 300 + 1.1 x the stage's estimate (the model stage's
+    system prompt and a tokenizer 10% above chars/4), over estimates that spread, WHEN
+    calibrated, THEN the line is recovered: the offset 300 and the ratio 1.1."""
+    estimates = (3_000, 2_200, 1_500, 1_000)
+    usages = [
+        observed_prompt(2 * (len(estimates) - i), e, 300 + 11 * e // 10)
+        for i, e in enumerate(estimates)
+    ]
+    calibration = calibrate(usages)
+    assert calibration.ratio == pytest.approx(1.1)
+    assert calibration.offset == pytest.approx(300.0)
+    assert calibration.samples == 4
+    assert calibration.tokens(2_000) == 2_500
+
+
+def test_estimates_too_close_to_tell_an_offset_give_the_ratio_of_the_sums() -> None:
+    usages = [observed_prompt(4, 2_100, 2_610), observed_prompt(2, 2_000, 2_500)]
+    calibration = calibrate(usages)
+    assert calibration.offset == 0.0
+    assert calibration.ratio == pytest.approx((2_610 + 2_500) / (2_100 + 2_000))
+
+
+def test_only_the_newest_answers_are_fitted() -> None:
+    newest = [observed_prompt(100 - i, 2_000, 2_000) for i in range(CALIBRATION_SAMPLES)]
+    older = [observed_prompt(50 - i, 2_000, 4_000) for i in range(5)]
+    assert calibrate([*newest, *older]) == Calibration(1.0, 0.0, CALIBRATION_SAMPLES)
+
+
+# --- which entries the bills say are alive ---------------------------------------------------
+
+
+def alive_at(at: datetime, *usages: ModelUsage) -> bool:
+    """Whether, by the bills (newest first), an entry is alive at the command's ``sent_at``."""
+    observation = observe(
+        usages, newest_answer_seq=usages[0].seq, newest_question_at=None, sent_at=at,
+        min_tokens=MIN,
+    )  # fmt: skip
+    assert observation.alive is not None and observation.cold == (not observation.alive)
+    return bool(observation.alive)
+
+
+def test_a_5m_entry_is_dead_at_300_seconds() -> None:
+    assert alive_at(T0 + timedelta(seconds=200), first_answer())
+    assert not alive_at(T0 + timedelta(seconds=300), first_answer())
+    assert not alive_at(T0 + timedelta(minutes=20), first_answer())
+
+
+def test_an_entry_counts_as_alive_only_with_the_margin_to_spare() -> None:
+    """The model call comes a little after ``sent_at``: an entry 30 s from its end is dead."""
+    assert alive_at(T0 + timedelta(seconds=269), first_answer())
+    assert not alive_at(T0 + timedelta(seconds=271), first_answer())
+
+
+def test_a_1h_entry_is_alive_at_50_minutes_and_dead_after_the_hour() -> None:
+    assert alive_at(T0 + timedelta(minutes=50), first_answer(ttl="1h"))
+    assert not alive_at(T0 + timedelta(minutes=59, seconds=31), first_answer(ttl="1h"))
+    assert not alive_at(T0 + timedelta(minutes=61), first_answer(ttl="1h"))
+
+
+def test_a_1h_point_written_as_5m_lives_5_minutes() -> None:
+    downgraded = first_answer(ttl="1h", honoured=False)
+    assert not alive_at(T0 + timedelta(minutes=10), downgraded)
+
+
+def test_a_read_renews_the_entry_it_found_for_its_ttl() -> None:
+    """GIVEN a 5m entry written at 0 and read at 4 minutes (nothing written then), THEN it
+    is alive at 8 minutes, which it would not be unread."""
+    read = bill(4, T0 + timedelta(minutes=4), expecting(FIRST, ("5m", FIRST)), read=FIRST)
+    eight = T0 + timedelta(minutes=8)
+    assert alive_at(eight, read, first_answer())
+    assert not alive_at(eight, first_answer())
+    assert not alive_at(T0 + timedelta(minutes=9), read, first_answer())
+
+
+# --- the check and its causes ----------------------------------------------------------------
+
+
+UNCALIBRATED = Calibration()
+
+
+def cause_of(
+    newest: ModelUsage, *earlier: ModelUsage, calibration: Calibration = UNCALIBRATED
+) -> Cause | None:
+    result = check(newest, earlier, calibration, min_tokens=MIN)
+    assert result is not None
+    return result.cause
+
+
+def test_a_read_as_expected_is_no_miss_and_the_check_carries_the_bill() -> None:
+    newest = second_answer(T0 + timedelta(minutes=2), read=FIRST)
+    result = check(newest, [first_answer()], Calibration(), min_tokens=MIN)
+    assert result is not None
+    assert result.cause is None
+    assert (result.seq, result.command_id) == (4, "c-4")
+    assert (result.expected_read, result.expected_read_tokens, result.read_tokens) == (
+        FIRST,
+        FIRST,
+        FIRST,
+    )
+    assert (result.write_tokens, result.written_5m, result.written_1h) == (400, 400, 0)
+    assert result.billed_units == pytest.approx(QUESTION + 0.1 * FIRST + 1.25 * 400)
+    assert not result.downgraded
+
+
+def test_a_read_short_within_the_tolerance_is_no_miss() -> None:
+    """10% of the calibrated expectation is the estimate's error, not a miss: 1,800 of 2,000
+    passes, 1,799 does not."""
+    at = T0 + timedelta(minutes=2)
+    assert cause_of(second_answer(at, read=1_800), first_answer()) is None
+    assert cause_of(second_answer(at, read=1_799), first_answer()) is not None
+
+
+def test_the_tolerance_is_of_the_calibrated_expectation() -> None:
+    """With 100 tokens of the model stage's own before every prefix, 2,000 estimated are
+    2,100 real: a read of 1,890 passes, 1,889 is short."""
+    calibration = Calibration(ratio=1.0, offset=100.0, samples=3)
+    at = T0 + timedelta(minutes=2)
+    assert cause_of(second_answer(at, read=1_890), first_answer(), calibration=calibration) is None
+    short = cause_of(second_answer(at, read=1_889), first_answer(), calibration=calibration)
+    assert short is not None
+
+
+def test_a_miss_after_the_entry_outlived_its_ttl_is_expired() -> None:
+    newest = second_answer(T0 + timedelta(minutes=10), read=0)
+    assert cause_of(newest, first_answer()) == "expired"
+
+
+def test_a_miss_at_a_prefix_no_earlier_prompt_had_a_point_at_is_the_stages() -> None:
+    newest = second_answer(T0 + timedelta(minutes=2), read=0, expects=2_100)
+    assert cause_of(newest, first_answer()) == "stage_changed_prefix"
+
+
+def test_a_miss_of_a_prefix_below_the_models_minimum_is_below_minimum() -> None:
+    small = bill(2, T0, expecting(0, ("5m", 800)), written_5m=800)
+    newest = bill(4, T0 + timedelta(minutes=2), expecting(800, ("5m", 800), ("5m", 1_200)))
+    assert cause_of(newest, small) == "below_minimum"
+
+
+def test_a_miss_a_1h_entry_would_have_covered_when_it_was_written_5m_is_ttl_downgraded() -> None:
+    """GIVEN a point that asked 1h but came back written at 5m, WHEN the next prompt comes
+    20 minutes later and reads nothing, THEN the downgrade is the cause; past the hour the
+    1h entry would have been dead too: expired."""
+    downgraded = first_answer(ttl="1h", honoured=False)
+    later = second_answer(T0 + timedelta(minutes=20), read=0)
+    assert cause_of(later, downgraded) == "ttl_downgraded"
+    much_later = second_answer(T0 + timedelta(minutes=70), read=0)
+    assert cause_of(much_later, downgraded) == "expired"
+
+
+def test_a_miss_while_the_entry_should_have_been_alive_is_unexplained() -> None:
+    """Two minutes after a 5m write nothing the stage knows kills the entry: the model
+    stage's own prompt changed, or Bedrock evicted it."""
+    newest = second_answer(T0 + timedelta(minutes=2), read=0)
+    assert cause_of(newest, first_answer()) == "unexplained"
+
+
+def test_an_answer_whose_payload_had_no_cache_block_is_not_checked() -> None:
+    assert check(bill(4, T0, None), [first_answer()], Calibration(), min_tokens=MIN) is None
+
+
+def test_an_answer_that_expected_no_read_is_no_miss() -> None:
+    assert cause_of(first_answer()) is None
+
+
+# --- what a turn learns ----------------------------------------------------------------------
+
+
+def learn(
+    *usages: ModelUsage,
+    newest_answer_seq: int | None = 4,
+    question_at: datetime | None = T0,
+    sent_at: datetime | None,
+) -> Observation:
+    return observe(
+        usages,
+        newest_answer_seq=newest_answer_seq,
+        newest_question_at=question_at,
+        sent_at=sent_at,
+        min_tokens=MIN,
+    )
+
+
+BRISK = (second_answer(T0 + timedelta(minutes=1), read=FIRST), first_answer())
+
+
+def test_the_bills_say_the_cache_is_cold_when_every_entry_is_dead_at_sent_at() -> None:
+    """GIVEN the newest answer billed a minute in, WHEN the command comes 10 minutes after
+    it (well within the hour since the question), THEN the bills say cold."""
+    cold = learn(*BRISK, sent_at=T0 + timedelta(minutes=11))
+    assert cold.alive is not None and not cold.alive
+    assert cold.cold
+    warm = learn(*BRISK, sent_at=T0 + timedelta(minutes=3))
+    assert warm.alive and not warm.cold
+
+
+def test_the_turn_learns_the_calibration_and_checks_the_newest_bill() -> None:
+    observation = learn(*BRISK, sent_at=T0 + timedelta(minutes=3))
+    assert observation.calibration == calibrate(BRISK)
+    assert observation.calibration.samples == 2
+    assert observation.check == check(BRISK[0], BRISK[1:], observation.calibration, min_tokens=MIN)
+
+
+def test_without_bills_the_cache_is_cold_over_an_hour_after_the_newest_question() -> None:
+    assert learn(sent_at=T0 + timedelta(minutes=61)).cold
+    assert not learn(sent_at=T0 + timedelta(minutes=59)).cold
+    assert learn(sent_at=T0 + timedelta(minutes=59)).alive is None
+    assert not learn(question_at=None, sent_at=T0 + timedelta(hours=5)).cold
+    assert not learn(sent_at=None).cold
+
+
+def test_alive_is_unknown_when_the_newest_answer_carries_no_bill() -> None:
+    """GIVEN bills on older answers only (the newest came from an older writer), THEN
+    whether an entry is alive is not known, and cold falls back to the hour's rule."""
+    older = learn(*BRISK, newest_answer_seq=6, sent_at=T0 + timedelta(minutes=3))
+    assert older.alive is None and not older.cold
+    assert older.check is not None  # the newest bill on the page is still checked
+    gap = learn(*BRISK, newest_answer_seq=6, sent_at=T0 + timedelta(minutes=61))
+    assert gap.alive is None and gap.cold
+    assert learn(*BRISK, sent_at=None).alive is None
+
+
+def test_1h_is_no_longer_bought_once_the_conversations_1h_writes_come_back_5m() -> None:
+    downgraded = [
+        bill(2 * n, T0 + timedelta(minutes=10 * n), expecting(0, ("1h", FIRST)), written_5m=FIRST)
+        for n in (3, 2, 1)
+    ]
+    assert learn(*downgraded, newest_answer_seq=6, sent_at=T0 + timedelta(minutes=31)).no_1h
+    honoured = [
+        bill(2 * n, T0 + timedelta(minutes=10 * n), expecting(0, ("1h", FIRST)), written_1h=FIRST)
+        for n in (3, 2, 1)
+    ]
+    assert not learn(*honoured, newest_answer_seq=6, sent_at=T0 + timedelta(minutes=31)).no_1h
+    assert not learn(*BRISK, sent_at=T0 + timedelta(minutes=3)).no_1h
+
+
+def test_a_newest_prompt_that_cached_nothing_does_not_make_the_cache_cold() -> None:
+    """Its one point below the model's minimum made no entry: nothing is alive, and nothing
+    was lost either, so within the hour the bills do not call the cache cold."""
+    small = bill(2, T0, expecting(0, ("5m", 800)))
+    observation = learn(small, newest_answer_seq=2, sent_at=T0 + timedelta(minutes=10))
+    assert observation.alive == ()
+    assert not observation.cold
