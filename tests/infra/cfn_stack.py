@@ -4,8 +4,10 @@ region, a stack name, a generated bucket name and parameter values.
 :class:`ConcreteStack` gives every ``Ref`` and ``Fn::GetAtt`` the value CloudFormation gives it
 for the resource types the stage uses (queue URLs and ARNs, table and bucket ARNs, the log
 group's ARN), and :meth:`ConcreteStack.resolve` evaluates ``Ref``, ``Fn::GetAtt``, ``Fn::Sub``
-(both forms), ``Fn::Select``, ``Fn::Split`` and ``Fn::Join`` over them. Anything else raises:
-a policy check must know every value it evaluates.
+(both forms), ``Fn::Select``, ``Fn::Split`` and ``Fn::Join`` over them, after deciding each
+``Fn::If`` by the template's conditions for the stack's parameters (``AWS::NoValue`` removed:
+tests/infra/cfn_conditions.py). Anything else raises: a policy check must know every value it
+evaluates.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tests.infra.cfn_conditions import evaluate_conditions, parameter_values, render_value
 from tests.infra.cfn_yaml import load_template
 
 _SUB_VARIABLE = re.compile(r"\$\{([^}!][^}]*)\}")
@@ -39,6 +42,10 @@ class ConcreteStack:
 
     # ------------------------------------------------------------------ values
 
+    def conditions(self) -> dict[str, bool]:
+        """Each of the template's conditions, for this stack's parameters."""
+        return evaluate_conditions(self.template, parameter_values(self.template, self.parameters))
+
     def values(self) -> dict[str, Any]:
         """Every name a ``Ref`` or ``Fn::GetAtt`` can take: ``X`` and ``X.Attribute``."""
         values: dict[str, Any] = {
@@ -53,8 +60,10 @@ class ConcreteStack:
                 values[name] = self.parameters[name]
             elif "Default" in parameter:
                 values[name] = parameter["Default"]
+        conditions = self.conditions()
         for logical_id, resource in self.template["Resources"].items():
-            values.update(self._resource_values(logical_id, resource, values))
+            if conditions.get(resource.get("Condition", ""), True):
+                values.update(self._resource_values(logical_id, resource, values))
         return values
 
     def _resource_values(
@@ -97,7 +106,7 @@ class ConcreteStack:
 
     def resolve(self, value: Any) -> Any:
         """``value`` with every intrinsic function evaluated for this stack."""
-        return self._resolve(value, self.values())
+        return self._resolve(render_value(value, self.conditions()), self.values())
 
     def _resolve(self, value: Any, values: Mapping[str, Any]) -> Any:
         if isinstance(value, list):

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from cfnlint.api import lint_file
 
+from tests.infra.cfn_conditions import with_condition
 from tests.infra.cfn_yaml import (
     TEMPLATE_DIR,
     load_cfn_yaml,
@@ -94,7 +95,14 @@ AWS_VARIABLES = {"AWS_REGION", "AWS_DEFAULT_REGION"}
 
 @pytest.fixture(scope="module")
 def template() -> dict[str, Any]:
-    return load_template()
+    """The template as a stack without KmsKeyArn gets it; every other intrinsic as written."""
+    return with_condition(load_template(), "HasKmsKey", False)
+
+
+@pytest.fixture(scope="module")
+def keyed() -> dict[str, Any]:
+    """The template as a stack with KmsKeyArn gets it."""
+    return with_condition(load_template(), "HasKmsKey", True)
 
 
 def resources_of_type(template: dict[str, Any], resource_type: str) -> dict[str, Any]:
@@ -724,19 +732,37 @@ def test_a_worker_that_stops_beating_or_stops_reporting_raises_an_alarm(
     )
 
 
+OUTPUTS = {
+    "ConverseQueueUrl",
+    "ModelQueueUrl",
+    "CompactionQueueUrl",
+    "ConverseDeadLetterQueueUrl",
+    "ModelDeadLetterQueueUrl",
+    "CompactionDeadLetterQueueUrl",
+    "HistoryTableName",
+    "PayloadBucketName",
+    "ClusterName",
+    "ServiceName",
+}
+
+
 def test_the_outputs_name_everything_a_deployment_needs(template: dict[str, Any]) -> None:
-    assert set(template["Outputs"]) == {
-        "ConverseQueueUrl",
-        "ModelQueueUrl",
-        "CompactionQueueUrl",
-        "ConverseDeadLetterQueueUrl",
-        "ModelDeadLetterQueueUrl",
-        "CompactionDeadLetterQueueUrl",
-        "HistoryTableName",
-        "PayloadBucketName",
-        "ClusterName",
-        "ServiceName",
-    }
+    assert set(template["Outputs"]) == OUTPUTS
+
+
+def test_with_a_key_the_outputs_name_the_key_and_the_role_its_policy_must_admit(
+    keyed: dict[str, Any],
+) -> None:
+    """Whoever writes the key policy needs the key, the worker's role, and what the other
+    stages need on the key (the key's output says it, docs/DEPLOY.md spells the statements)."""
+    outputs = keyed["Outputs"]
+    assert set(outputs) == OUTPUTS | {"KmsKeyArn", "TaskRoleArn"}
+    assert outputs["KmsKeyArn"]["Value"] == {"Ref": "KmsKeyArn"}
+    assert outputs["TaskRoleArn"]["Value"] == {"Fn::GetAtt": ["TaskRole", "Arn"]}
+    description = outputs["KmsKeyArn"]["Description"]
+    for who in ("producers", "model stage", "compactor", "TaskRoleArn", "docs/DEPLOY.md"):
+        assert who in description, who
+    assert len(description) <= 1024  # CloudFormation's limit for an output's description
 
 
 def test_the_cache_lifetime_parameters_take_what_the_settings_take_at_their_defaults(
@@ -751,3 +777,120 @@ def test_the_cache_lifetime_parameters_take_what_the_settings_take_at_their_defa
     assert set(ttl["AllowedValues"]) == {"adaptive", "5m", "1h"}
     assert int(minimum["Default"]) == defaults.prompt_cache_min_tokens
     assert int(minimum["MinValue"]) == 1
+
+
+# ---------------------------------------------------------------- a customer managed key
+
+KEY = "arn:aws:kms:eu-west-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+QUEUES = [*DEAD_LETTER_QUEUE_OF, *DEAD_LETTER_QUEUE_OF.values()]
+
+
+def refers_to(value: Any, name: str) -> bool:
+    """Whether ``value`` holds a ``Ref`` to ``name`` or a ``${name}`` in a ``Fn::Sub``."""
+    if isinstance(value, list):
+        return any(refers_to(item, name) for item in value)
+    if isinstance(value, dict):
+        if value == {"Ref": name}:
+            return True
+        return any(refers_to(item, name) for item in value.values())
+    return isinstance(value, str) and f"${{{name}}}" in value
+
+
+@pytest.mark.parametrize(
+    ("value", "accepted"),
+    [
+        ("", True),
+        (KEY, True),
+        ("arn:aws:kms:eu-west-1:111122223333:key/mrk-1234abcd12ab34cd56ef1234567890ab", True),
+        ("arn:aws-us-gov:kms:us-gov-west-1:111122223333:key/1234abcd", True),
+        ("arn:aws:kms:eu-west-1:111122223333:alias/mira", False),  # the grant needs the key
+        ("1234abcd-12ab-34cd-56ef-1234567890ab", False),  # a bare key id names no account
+        ("alias/aws/sqs", False),
+        (f"{KEY} ", False),
+    ],
+)
+def test_the_key_parameter_takes_nothing_or_a_key_arn(
+    template: dict[str, Any], value: str, accepted: bool
+) -> None:
+    parameter = template["Parameters"]["KmsKeyArn"]
+    assert parameter["Default"] == ""
+    assert (re.fullmatch(parameter["AllowedPattern"], value) is not None) is accepted
+
+
+def test_without_a_key_nothing_refers_to_it(template: dict[str, Any]) -> None:
+    """Every use of the key sits behind HasKmsKey: without it, no resource or output names
+    the key, so the stack is encrypted as it was before the parameter existed
+    (test_kms_key_is_optional.py compares it with that template)."""
+    assert not refers_to(template["Resources"], "KmsKeyArn")
+    assert not refers_to(template["Outputs"], "KmsKeyArn")
+    assert template["Conditions"] == {"HasAlarmTopic": template["Conditions"]["HasAlarmTopic"]}
+
+
+@pytest.mark.parametrize("queue", QUEUES)
+def test_with_a_key_every_queue_is_encrypted_with_it(keyed: dict[str, Any], queue: str) -> None:
+    """SSE-KMS replaces SSE-SQS (a queue has one or the other). SQS reuses a data key for
+    KmsDataKeyReusePeriodSeconds per caller and queue: 300 s, SQS's default, so a disabled key
+    stops sends and receives within five minutes."""
+    queue_properties = properties(keyed, queue)
+    assert "SqsManagedSseEnabled" not in queue_properties
+    assert queue_properties["KmsMasterKeyId"] == {"Ref": "KmsKeyArn"}
+    assert queue_properties["KmsDataKeyReusePeriodSeconds"] == 300
+
+
+def test_with_a_key_the_history_table_is_encrypted_with_it(keyed: dict[str, Any]) -> None:
+    assert properties(keyed, "HistoryTable")["SSESpecification"] == {
+        "SSEEnabled": True,
+        "SSEType": "KMS",
+        "KMSMasterKeyId": {"Ref": "KmsKeyArn"},
+    }
+
+
+def test_with_a_key_the_payload_bucket_encrypts_with_it_through_a_bucket_key(
+    keyed: dict[str, Any],
+) -> None:
+    """A bucket key: S3 asks KMS for a bucket-level key now and then, not a data key per
+    object, and the encryption context is the bucket's ARN."""
+    assert properties(keyed, "PayloadBucket")["BucketEncryption"] == {
+        "ServerSideEncryptionConfiguration": [
+            {
+                "ServerSideEncryptionByDefault": {
+                    "SSEAlgorithm": "aws:kms",
+                    "KMSMasterKeyID": {"Ref": "KmsKeyArn"},
+                },
+                "BucketKeyEnabled": True,
+            }
+        ]
+    }
+
+
+#: Each service through which the worker may use the key, and what its calls need there.
+KEY_USE_BY_SERVICE = {
+    "sqs": {"kms:GenerateDataKey", "kms:Decrypt"},
+    "dynamodb": {"kms:Decrypt"},
+    "s3": {"kms:GenerateDataKey", "kms:Decrypt"},
+}
+
+
+def test_with_a_key_the_role_uses_it_only_through_each_service_in_the_stacks_region(
+    keyed: dict[str, Any],
+) -> None:
+    (policy,) = properties(keyed, "TaskRole")["Policies"]
+    on_the_key = [
+        statement
+        for statement in policy["PolicyDocument"]["Statement"]
+        if refers_to(statement, "KmsKeyArn")
+    ]
+    by_service = {}
+    for statement in on_the_key:
+        assert statement["Effect"] == "Allow"
+        assert statement["Resource"] == {"Ref": "KmsKeyArn"}
+        (operator,) = statement["Condition"]
+        assert operator == "StringEquals"
+        (via,) = statement["Condition"][operator].items()
+        assert via[0] == "kms:ViaService"
+        service, rest = via[1]["Fn::Sub"].split(".", 1)
+        assert rest == "${AWS::Region}.${AWS::URLSuffix}"
+        by_service[service] = set(as_list(statement["Action"]))
+    assert by_service == KEY_USE_BY_SERVICE
+    others = [s for s in policy["PolicyDocument"]["Statement"] if s not in on_the_key]
+    assert not any(action.startswith("kms:") for s in others for action in as_list(s["Action"]))

@@ -240,6 +240,29 @@ def test_the_workers_kubernetes_policy_is_the_ecs_task_roles_policy(
     assert iam_document("worker-policy.json") == policy["PolicyDocument"]
 
 
+def test_with_a_key_the_workers_kubernetes_policies_are_the_keyed_task_roles_policy(
+    config: dict[str, str],
+) -> None:
+    """With a customer managed key, the role gets iam/worker-kms-policy.json beside
+    iam/worker-policy.json: together they say what the template's task role says with
+    KmsKeyArn given (the key named in the file, the ConfigMap's stack)."""
+    kms_policy = iam_document("worker-kms-policy.json")
+    (key,) = {statement["Resource"] for statement in kms_policy["Statement"]}
+    stack = example_stack(config)
+    keyed = ConcreteStack(
+        account=stack.account,
+        region=stack.region,
+        name=stack.name,
+        bucket=stack.bucket,
+        parameters={**stack.parameters, "KmsKeyArn": key},
+    )
+    (policy,) = keyed.resolve(keyed.template["Resources"]["TaskRole"]["Properties"]["Policies"])
+    assert policy["PolicyDocument"] == {
+        "Version": "2012-10-17",
+        "Statement": iam_document("worker-policy.json")["Statement"] + kms_policy["Statement"],
+    }
+
+
 def test_irsa_trusts_only_the_workers_service_account() -> None:
     (statement,) = iam_document("worker-trust-irsa.json")["Statement"]
     service_account = the_only("ServiceAccount")["metadata"]

@@ -265,3 +265,120 @@ def test_only_ecs_on_behalf_of_this_account_may_assume_the_roles(
         },
     )
     assert (evaluate([trust], request) is Decision.ALLOWED) is allowed
+
+
+# ---------------------------------------------------------------- a customer managed key
+
+KEY = f"arn:aws:kms:{STACK.region}:{STACK.account}:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+OTHER_KEY = KEY.replace("1234abcd", "5678efab")
+KEYED = ConcreteStack(parameters={**STACK.parameters, "KmsKeyArn": KEY})
+OTHER_REGION = "us-east-1"
+
+#: What KMS each call of the worker needs once its queue, table or bucket is under the key,
+#: and through which service: SQS (Developer Guide, "Amazon SQS key management": a send asks
+#: for a data key and checks it, a receive checks it), DynamoDB (KMS Developer Guide, "How
+#: Amazon DynamoDB uses AWS KMS": the caller's Decrypt of the table key, reads and writes
+#: alike) and S3 (a one-part PutObject generates a data key, GetObject decrypts one). Calls on
+#: no message, item or object (delete, visibility, attributes, URL, list) need none.
+KMS_NEEDS: dict[str, tuple[str, frozenset[str]]] = {
+    "sqs:SendMessage": ("sqs", frozenset({"kms:GenerateDataKey", "kms:Decrypt"})),
+    "sqs:ReceiveMessage": ("sqs", frozenset({"kms:Decrypt"})),
+    "dynamodb:Query": ("dynamodb", frozenset({"kms:Decrypt"})),
+    "dynamodb:GetItem": ("dynamodb", frozenset({"kms:Decrypt"})),
+    "dynamodb:UpdateItem": ("dynamodb", frozenset({"kms:Decrypt"})),
+    "dynamodb:BatchWriteItem": ("dynamodb", frozenset({"kms:Decrypt"})),
+    "s3:PutObject": ("s3", frozenset({"kms:GenerateDataKey"})),
+    "s3:GetObject": ("s3", frozenset({"kms:Decrypt"})),
+}
+#: The KMS actions and services the worker's calls need, together.
+KMS_USES = sorted(
+    {(service, action) for service, actions in KMS_NEEDS.values() for action in actions}
+)
+
+
+def via(service: str, region: str = STACK.region) -> dict[str, str]:
+    """The request context of a KMS call a service makes for its caller."""
+    return {**TLS, "kms:ViaService": f"{service}.{region}.amazonaws.com"}
+
+
+def as_the_worker_on_the_key(
+    stack: ConcreteStack, action: str, context: dict[str, str], key: str = KEY
+) -> Decision:
+    role = Principal("AWS", stack.resolve({"Fn::GetAtt": ["TaskRole", "Arn"]}))
+    return evaluate(task_role_policies(stack), Request(action, key, role, context))
+
+
+def test_every_call_that_touches_a_message_item_or_object_has_its_kms_needs_named() -> None:
+    """The table above covers the worker's calls: one that reads or writes data cannot be
+    left out of it (the others are named here as needing nothing)."""
+    without_data = {
+        "sqs:DeleteMessage",
+        "sqs:ChangeMessageVisibility",
+        "sqs:GetQueueAttributes",
+        "sqs:GetQueueUrl",
+        "s3:ListBucket",
+    }
+    assert set(KMS_NEEDS) | without_data == {action for action, _ in WORKER_CALLS}
+    assert not set(KMS_NEEDS) & without_data
+
+
+@pytest.mark.parametrize(("service", "action"), KMS_USES, ids=[f"{s}-{a}" for s, a in KMS_USES])
+def test_with_a_key_the_role_uses_it_through_each_service_in_the_stacks_region(
+    service: str, action: str
+) -> None:
+    assert as_the_worker_on_the_key(KEYED, action, via(service)) is Decision.ALLOWED
+
+
+def test_with_a_key_the_role_grants_no_kms_action_no_call_needs() -> None:
+    """DynamoDB makes its table key itself: the worker's calls never ask it for a data key."""
+    for service in ("sqs", "dynamodb", "s3"):
+        needed = {a for s, a in KMS_USES if s == service}
+        for action in {"kms:GenerateDataKey", "kms:Decrypt"} - needed:
+            assert as_the_worker_on_the_key(KEYED, action, via(service)) is not (
+                Decision.ALLOWED
+            ), (service, action)
+
+
+@pytest.mark.parametrize(("service", "action"), KMS_USES, ids=[f"{s}-{a}" for s, a in KMS_USES])
+def test_with_a_key_the_role_cannot_use_it_directly_elsewhere_or_another_key(
+    service: str, action: str
+) -> None:
+    assert as_the_worker_on_the_key(KEYED, action, TLS) is not Decision.ALLOWED, "direct"
+    assert as_the_worker_on_the_key(KEYED, action, via(service, OTHER_REGION)) is not (
+        Decision.ALLOWED
+    ), "the same service in another region"
+    assert as_the_worker_on_the_key(KEYED, action, via("secretsmanager")) is not (
+        Decision.ALLOWED
+    ), "another service"
+    assert as_the_worker_on_the_key(KEYED, action, via(service), OTHER_KEY) is not (
+        Decision.ALLOWED
+    ), "another key"
+
+
+@pytest.mark.parametrize(
+    "action",
+    ["kms:Encrypt", "kms:ReEncryptFrom", "kms:CreateGrant", "kms:DescribeKey", "kms:DisableKey"],
+)
+def test_with_a_key_the_role_can_do_nothing_else_with_it(action: str) -> None:
+    for service in ("sqs", "dynamodb", "s3"):
+        assert as_the_worker_on_the_key(KEYED, action, via(service)) is not Decision.ALLOWED
+
+
+def test_without_a_key_the_role_has_no_kms_permission_at_all() -> None:
+    """SSE-SQS, DynamoDB's AWS managed key and SSE-S3 ask nothing of the caller's IAM."""
+    for service, action in KMS_USES:
+        assert as_the_worker_on_the_key(STACK, action, via(service)) is not Decision.ALLOWED
+
+
+@pytest.mark.parametrize(
+    ("action", "resource_of"),
+    WORKER_CALLS,
+    ids=[f"{action}-{i}" for i, (action, _) in enumerate(WORKER_CALLS)],
+)
+def test_with_a_key_the_role_still_allows_each_call_the_worker_makes(
+    action: str, resource_of: Callable[[Worker], str]
+) -> None:
+    keyed_worker = worker_of(KEYED)
+    assert keyed_worker == WORKER
+    request = Request(action, resource_of(keyed_worker), Principal("AWS", keyed_worker.role), TLS)
+    assert evaluate(task_role_policies(KEYED), request) is Decision.ALLOWED

@@ -5,6 +5,9 @@ The calls are read from the source of the adapters (the only modules that hold a
 client): every ``self._client.<operation>(`` becomes an IAM action. Batch operations are
 authorised by their single-message action, as IAM defines them. Where the code fixes the
 resource (the key prefix it writes under), the grant's resource is pinned to it too.
+
+With KmsKeyArn the role also grants the KMS actions SQS, DynamoDB and S3 make with the worker's
+credentials: those are the services' calls, not the code's, and nothing else is added.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from tests.infra.cfn_conditions import with_condition
 from tests.infra.cfn_yaml import load_template, reference_name
 from worker.turn.payloads import KEY_PREFIX, payload_key
 
@@ -36,6 +40,17 @@ BATCH_ACTIONS = {
 #: of a missing key with 403 AccessDenied instead of 404 NoSuchKey, and the worker would retry
 #: (403 is retryable) a command whose payload is gone instead of rejecting it with its reason.
 GRANTED_FOR_AWS_ERROR_ANSWERS = {"s3:ListBucket"}
+#: Granted with KmsKeyArn only, on the key only: what the services ask KMS for on the
+#: worker's behalf (test_task_role_as_aws_evaluates_it.py evaluates them call by call).
+GRANTED_FOR_THE_KEY = {"kms:GenerateDataKey", "kms:Decrypt"}
+
+
+def without_a_key() -> dict[str, Any]:
+    return with_condition(load_template(), "HasKmsKey", False)
+
+
+def with_a_key() -> dict[str, Any]:
+    return with_condition(load_template(), "HasKmsKey", True)
 
 
 def operations_called(path: Path) -> set[str]:
@@ -96,12 +111,22 @@ def test_the_scan_sees_every_kind_of_call() -> None:
 
 
 def test_the_task_role_grants_exactly_what_the_code_calls() -> None:
-    template = load_template()
     assert not GRANTED_FOR_AWS_ERROR_ANSWERS & actions_the_code_calls()
     assert (
-        actions_the_role_grants(template)
+        actions_the_role_grants(without_a_key())
         == actions_the_code_calls() | GRANTED_FOR_AWS_ERROR_ANSWERS
     )
+
+
+def test_with_a_key_the_role_adds_the_keys_data_key_actions_and_nothing_else() -> None:
+    keyed = with_a_key()
+    assert not GRANTED_FOR_THE_KEY & actions_the_code_calls()
+    assert (
+        actions_the_role_grants(keyed)
+        == actions_the_code_calls() | GRANTED_FOR_AWS_ERROR_ANSWERS | GRANTED_FOR_THE_KEY
+    )
+    for action in GRANTED_FOR_THE_KEY:
+        assert resources_granted(keyed, action) == {"KmsKeyArn"}
 
 
 def resources_granted(template: dict[str, Any], action: str) -> set[str]:
@@ -123,13 +148,13 @@ def test_the_worker_writes_objects_only_where_the_role_lets_it_put() -> None:
     """The code's one key scheme is under KEY_PREFIX, and PutObject is granted there only."""
     assert payload_key("matter-1187", "c-8f2e").startswith(KEY_PREFIX)
     assert KEY_PREFIX.endswith("/")
-    assert resources_granted(load_template(), "s3:PutObject") == {
+    assert resources_granted(without_a_key(), "s3:PutObject") == {
         f"PayloadBucket.Arn/{KEY_PREFIX}*"
     }
 
 
 def test_the_worker_reads_payloads_at_any_key_and_lists_nothing_but_its_bucket() -> None:
-    template = load_template()
+    template = without_a_key()
     assert resources_granted(template, "s3:GetObject") == {"PayloadBucket.Arn/*"}
     assert resources_granted(template, "s3:ListBucket") == {"PayloadBucket.Arn"}
 
@@ -152,5 +177,5 @@ def test_the_operators_dead_letter_actions_are_not_the_tasks() -> None:
     operator = {iam_action("sqs", op) for op in operations_called(ADAPTERS / "sqs_admin.py")}
     assert {"sqs:StartMessageMoveTask", "sqs:ListMessageMoveTasks"} <= operator
     assert not {"sqs:StartMessageMoveTask", "sqs:ListMessageMoveTasks"} & (
-        actions_the_role_grants(load_template())
+        actions_the_role_grants(with_a_key())
     )
