@@ -174,7 +174,7 @@ def plan_turn(
 
 def _observe(page: HistoryPage, sent_at: datetime | None, min_tokens: int) -> Observation:
     """What the page's stored bills say, for this command's ``sent_at``."""
-    newest_answer = next((m.seq for m in page.messages if m.role == "assistant"), None)
+    newest_answer = _newest_answer(page)
     newest_question = next((m for m in page.messages if m.role == "user"), None)
     return observe(
         page.usage,
@@ -183,6 +183,18 @@ def _observe(page: HistoryPage, sent_at: datetime | None, min_tokens: int) -> Ob
         sent_at=sent_at,
         min_tokens=min_tokens,
     )
+
+
+def _newest_answer(page: HistoryPage) -> int | None:
+    """The seq of the newest answer's first part (the one that carries its bill): the
+    oldest of the newest run of answers on the page."""
+    first: int | None = None
+    for message in page.messages:  # newest first
+        if message.role == "assistant":
+            first = message.seq
+        elif first is not None:
+            break
+    return first
 
 
 def _summary_read(

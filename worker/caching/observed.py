@@ -462,9 +462,9 @@ class Observation:
 
     ``alive``: the prefixes (estimated tokens) whose entries are alive at the command's
     ``sent_at`` (None: not known, the newest answer carries no bill or there is no
-    ``sent_at``). ``cold``: every entry is dead (known from the bills: the newest answer's
-    prompt made entries and none is alive; or, without them, the newest question is over an
-    hour older than ``sent_at``). ``no_1h``: the conversation's
+    ``sent_at``). ``cold``: every entry is dead (none is alive by the bills, and the newest
+    answer's prompt made some, or the newest question is over an hour older than
+    ``sent_at``; without bills, the latter alone). ``no_1h``: the conversation's
     ``1h`` writes came back as ``5m`` (:data:`DOWNGRADES_TO_STOP_1H` times on the page).
     """
 
@@ -507,7 +507,7 @@ def observe(
     cold = unbilled_cold
     if usages[0].seq == newest_answer_seq and sent_at is not None:
         alive, made = alive_prefixes(usages, sent_at, calibration, min_tokens=min_tokens)
-        cold = made and not alive
+        cold = not alive and (made or unbilled_cold)
     return Observation(
         calibration=calibration,
         alive=alive,
