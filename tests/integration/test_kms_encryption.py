@@ -155,15 +155,6 @@ async def test_the_worker_serves_turns_through_the_keyed_stack_unchanged(
     assert body_of(by_command["c-kms"])["command_id"] == "c-kms"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "worker/adapters/s3.py puts every object with ServerSideEncryption='AES256', and a "
-        "request's own encryption wins over the bucket's default: under a customer managed key "
-        "the stage's own offloaded prompts, fold requests and dead letters are SSE-S3, not the "
-        "key, until the adapter stops sending it"
-    ),
-)
 async def test_the_stages_own_offloaded_objects_are_stored_under_the_key(
     fresh_moto: str,
     key_and_outputs: tuple[str, dict[str, str]],

@@ -16,7 +16,9 @@ _MISSING = frozenset({"NoSuchKey", "NoSuchBucket", "404"})
 
 
 class S3ObjectStore:
-    """Implements ObjectStore."""
+    """Implements ObjectStore. Objects are written with no encryption parameter of their
+    own: the bucket's default encryption applies (SSE-S3, or the stack's customer managed
+    key when one is given), as a request's own setting would override it."""
 
     def __init__(self, client: S3Client) -> None:
         self._client = client
@@ -28,7 +30,6 @@ class S3ObjectStore:
                 Key=key,
                 Body=data,
                 ContentType="application/json",
-                ServerSideEncryption="AES256",
             )
 
     async def get(self, bucket: str, key: str, *, max_bytes: int) -> bytes:

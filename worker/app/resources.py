@@ -155,5 +155,13 @@ async def create_resources(
             location = cast("BucketLocationConstraintType", region)
             create["CreateBucketConfiguration"] = {"LocationConstraint": location}
         await s3.create_bucket(**create)
+        # The bucket's default encryption, as the stack sets it without a customer managed
+        # key: objects are encrypted by the bucket's rule, never by the writer's request.
+        await s3.put_bucket_encryption(
+            Bucket=resources.bucket,
+            ServerSideEncryptionConfiguration={
+                "Rules": [{"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]
+            },
+        )
     env["PAYLOAD_BUCKET"] = resources.bucket
     return env
