@@ -1,13 +1,14 @@
 """The entry points: ``worker run`` (the consumer), ``worker bootstrap`` (create the
-resources), ``worker demo``, ``worker health``, ``worker send``, ``worker dlq`` and
-``worker window``.
+resources), ``worker health``, ``worker send``, ``worker dlq``, ``worker window`` and
+``worker bill``.
 
 Owns: the command line, one small module per command (:mod:`~worker.cli.run`,
-:mod:`~worker.cli.bootstrap`, :mod:`~worker.cli.demo`, :mod:`~worker.cli.send`,
-:mod:`~worker.cli.health`, :mod:`~worker.cli.dlq`, :mod:`~worker.cli.window`), each
-with its ``add_parser`` and the function that runs it; what they run where it is more than a
-few lines (the DLQ operations, the demo and its console, the window report); and this module,
-which assembles the parser and dispatches.
+:mod:`~worker.cli.bootstrap`, :mod:`~worker.cli.send`, :mod:`~worker.cli.health`,
+:mod:`~worker.cli.dlq`, :mod:`~worker.cli.window`, :mod:`~worker.cli.bill`), each with its
+``add_parser`` and the function that runs it; what they run where it is more than a few lines
+(the DLQ operations, the window report, the bill report); and this module, which assembles
+the parser and dispatches. The demo that ``make run`` runs plays the other stages too, so it
+lives with them in ``localaws`` (``python -m localaws.demo``), outside the package.
 
 May import anything in :mod:`worker`; nothing in :mod:`worker` imports it (checked by
 import-linter). A command imports what it needs when it runs, so building the parser, and
@@ -20,7 +21,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from worker.cli import bootstrap, demo, dlq, health, run, send, window
+from worker.cli import bill, bootstrap, dlq, health, run, send, window
 from worker.errors import ConfigError
 
 EXIT_CONFIG = 2
@@ -32,11 +33,11 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     run.add_parser(commands)
     bootstrap.add_parser(commands)
-    demo.add_parser(commands)
     send.add_parser(commands)
     health.add_parser(commands)
     dlq.add_parser(commands)
     window.add_parser(commands)
+    bill.add_parser(commands)
     return parser
 
 
