@@ -17,8 +17,10 @@ $(STAMP): pyproject.toml requirements.lock requirements-dev.lock
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	@touch $(STAMP)
 
+# The demo (localaws/demo.py, outside the package): the worker on an embedded moto server, the
+# model stage's stand-in answering a demo matter, and the bill; it ends by itself.
 run: install
-	$(BIN)/worker demo
+	$(BIN)/python -m localaws.demo
 
 lint: install
 	$(BIN)/ruff check worker tests bench localaws noxfile.py

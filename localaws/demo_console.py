@@ -1,15 +1,19 @@
-"""How ``make run`` shows what reaches the output queues: for a reader, never for a queue.
+"""How ``make run`` (:mod:`localaws.demo`) shows what reaches the output queues and what the
+model stage's stand-in answered: for a reader, never for a queue.
 
 Long texts are shortened to their head and tail; a trimmed history message keeps its
 omission marker in view, so the console shows exactly where the window cut and by how
-much. The prompt payload is shown as its header, ``history`` as stored (with seqs) and
-``converse`` as the model stage hands it to Bedrock, one block a line.
+much. A conversation's first prompt payload is shown as its header, ``history`` as stored
+(with seqs) and ``converse`` as the model stage hands it to Bedrock, one block a line; a
+later one in one line (its window and what it expects of the cache), and each answer as its
+bill (Converse's ``usage``).
 """
 
 from __future__ import annotations
 
 import json
 import re
+from datetime import datetime
 from typing import Any
 
 #: The window's omission marker, as :func:`worker.memory.omission_marker` writes it.
@@ -62,9 +66,16 @@ def show_prompt(payload: dict[str, Any]) -> str:
     for number, turn in enumerate(converse["messages"], start=1):
         for index, block in enumerate(turn["content"]):
             label = f"{number:>3} {turn['role']:<9}" if index == 0 else " " * 13
-            lines.append(f"  {label} {shorten(block['text'])!r}")
+            lines.append(f"  {label} {_block(block)}")
     lines.append(f"message (the current one, never trimmed): {shorten(payload['message'])!r}")
     return "\n".join(lines)
+
+
+def _block(block: dict[str, Any]) -> str:
+    """A text block shortened, a cache point as its TTL (``5m`` when it names none)."""
+    if "cachePoint" in block:
+        return f"⟨cache point, {block['cachePoint'].get('ttl', '5m')}⟩"
+    return repr(shorten(block["text"]))
 
 
 def show(payload: Any) -> str:
@@ -80,3 +91,33 @@ def _shortened(value: Any) -> Any:
     if isinstance(value, str):
         return shorten(value)
     return value
+
+
+def show_turn(payload: dict[str, Any]) -> str:
+    """A later prompt payload in one line: its window and what it expects of the cache."""
+    window = payload["window"]
+    history = payload["history"]
+    seqs = f", seq {history[0]['seq']}-{history[-1]['seq']}" if history else ""
+    line = (
+        f"command {payload['command_id']} · window {window['kept']} kept{seqs}, "
+        f"{window['estimated_tokens']:,} estimated tokens"
+    )
+    cache = payload.get("cache")
+    if cache is None:
+        return line + " · no cache point"
+    points = ", ".join(f"{p['ttl']} at {p['prefix_tokens']:,}" for p in cache["points"])
+    return (
+        f"{line} · expects to read {cache['expected_read_tokens']:,} of "
+        f"{cache['prompt_tokens']:,} tokens from the cache (points: {points})"
+    )
+
+
+def show_answer(usage: dict[str, Any], *, answered_at: datetime, seq: int) -> str:
+    """An answer's bill, as Converse's ``usage`` gives it, and where the writer stored it."""
+    by_ttl = {detail["ttl"]: detail["inputTokens"] for detail in usage.get("cacheDetails", [])}
+    written = ", ".join(f"{ttl} {tokens:,}" for ttl, tokens in by_ttl.items()) or "none"
+    return (
+        f"answered at {answered_at:%H:%M:%S}: input {usage['inputTokens']:,}, read "
+        f"{usage.get('cacheReadInputTokens', 0):,}, written {written}; stored at seq {seq} "
+        "with its model_usage"
+    )

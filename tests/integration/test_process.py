@@ -165,20 +165,29 @@ async def test_bootstrap_prints_the_env_lines_and_is_idempotent(stack: Stack) ->
     assert "other-converse-dlq" in attributes["Attributes"]["RedrivePolicy"]
 
 
-def test_make_run_shows_the_window_the_payload_and_the_fold_request() -> None:
-    """`worker demo --once` is `make run` stopping by itself after the first turn."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    result = subprocess.run(
-        [*WORKER, "demo", "--once"],
+DEMO = [sys.executable, "-m", "localaws.demo"]
+
+
+def demo(*args: str) -> subprocess.CompletedProcess[str]:
+    """The demo as `make run` runs it, from the repository (localaws is not installed)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "HISTORY_"))}
+    return subprocess.run(
+        [*DEMO, *args],
         env=env,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=180,
         check=False,
         cwd=ROOT,
     )
+
+
+def test_make_run_shows_the_window_the_payload_and_the_fold_request() -> None:
+    """`python -m localaws.demo --once` is `make run` stopping after the first turn."""
+    result = demo("--once")
     assert result.returncode == 0, result.stderr
     out = result.stdout
+    assert "window mode: cache-aligned" in out
     assert "clerk.converse_history_window_bounded" in out
     assert "──── prompt payload ────" in out
     assert '"trimmed": 1' in out
@@ -188,5 +197,64 @@ def test_make_run_shows_the_window_the_payload_and_the_fold_request() -> None:
     assert "reasons={'leading_answer': 1}" in out and "reasons={'blank': 1}" in out
     assert "──── compaction request ────" in out
     assert "clerk.converse_compaction_requested" in out
-    # The hint to send more reads the message from stdin: none in argv, history or ps.
+    assert "──── model stage (stand-in): answered at 09:00:06" in out
+    assert "worker bill" not in out
+
+
+def test_make_run_answers_each_question_with_its_bill_and_ends_on_the_bill() -> None:
+    """`make run`: the stand-in answers the long matter's five questions, each stored with
+    its model_usage; the worker reads the bills back (clerk.converse_cache_observed on each
+    later turn), and the demo ends by itself with `worker bill`'s report of all five."""
+    result = demo()
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert out.count("──── model stage (stand-in): answered at ") == 5
+    assert out.count("clerk.converse_cache_observed") == 4
+    report = out[out.index("──── worker bill --conversation matter-1187 ────") :]
+    lines = report.splitlines()
+    assert "history: 67 messages read in 1 Query; 5 answers with a bill, 27 without" in lines
+    assert "    3-57  no bill stored (27 answers)" in lines
+    rows = [line.split() for line in lines if re.match(r"\s+\d+  2026-11-30T", line)]
+    assert [row[2] for row in rows] == ["c-demo-1", "c-demo-3", "c-demo-4", "c-demo-5", "c-demo-6"]
+    assert [row[1][11:] for row in rows] == [
+        "09:00:06Z",
+        "09:03:06Z",
+        "09:05:06Z",
+        "09:17:06Z",
+        "09:19:06Z",
+    ]
+    reads = [int(row[4].replace(",", "")) for row in rows]
+    assert reads[1] > 0  # two minutes on, the prefix the first answer wrote is read
+    assert any(line.startswith("sliding window, ESTIMATED for the same 5 turns") for line in lines)
+    assert "Clause 14.2" not in report and "clause 22" not in report  # no content
+
+
+def test_make_run_serve_keeps_the_worker_until_ctrl_c() -> None:
+    """`python -m localaws.demo --serve` prints the bill, then a `worker send` line that reads
+    the message from stdin (none in argv, history or ps), and stops on SIGINT with 0."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "HISTORY_"))}
+    process = subprocess.Popen(
+        [*DEMO, "--serve"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    assert process.stdout is not None
+    seen = []
+    try:
+        for line in process.stdout:  # the hint comes after the bill
+            seen.append(line)
+            if "(the message is read from stdin" in line:
+                break
+        process.send_signal(signal.SIGINT)
+        rest, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    out = "".join(seen) + rest
+    assert process.returncode == 0, stderr
+    assert out.index("──── worker bill") < out.index("the worker runs until Ctrl-C")
     assert "/bin/worker send --conversation matter-1187 < question.txt\n" in out
