@@ -294,10 +294,7 @@ def _totals(bill: ConversationBill) -> list[str]:
         f"{sliding.billed:,.2f} input-token units",
     ]
     if sliding.billed > 0 and sliding.turns == len(billed):
-        lines.append(
-            f"observed / sliding estimate: {units / sliding.billed:.2f} (below 1: the observed "
-            "bill is the smaller)"
-        )
+        lines.append(f"observed / sliding estimate: {units / sliding.billed:.2f}")
     return lines
 
 
