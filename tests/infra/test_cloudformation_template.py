@@ -634,7 +634,7 @@ def alarms_on(template: dict[str, Any], metric: str, queue: str) -> list[dict[st
     return [
         alarm["Properties"]
         for alarm in resources_of_type(template, "AWS::CloudWatch::Alarm").values()
-        if alarm["Properties"]["Namespace"] == "AWS/SQS"
+        if alarm["Properties"].get("Namespace") == "AWS/SQS"
         and alarm["Properties"]["MetricName"] == metric
         and alarm["Properties"]["Dimensions"]
         == [{"Name": "QueueName", "Value": {"Fn::GetAtt": [queue, "QueueName"]}}]
@@ -682,7 +682,7 @@ def stage_alarm(template: dict[str, Any], metric: str) -> dict[str, Any]:
     (alarm,) = [
         alarm["Properties"]
         for alarm in resources_of_type(template, "AWS::CloudWatch::Alarm").values()
-        if alarm["Properties"]["Namespace"] == metrics.NAMESPACE
+        if alarm["Properties"].get("Namespace") == metrics.NAMESPACE
         and alarm["Properties"]["MetricName"] == metric
     ]
     assert alarm["Dimensions"] == [
@@ -730,6 +730,44 @@ def test_a_worker_that_stops_beating_or_stops_reporting_raises_an_alarm(
         alarm["Period"] * alarm["EvaluationPeriods"]
         >= 3 * Settings.model_fields["metrics_flush_seconds"].default
     )
+
+
+def test_a_share_of_unexplained_cache_misses_held_for_three_hours_raises_an_alarm(
+    template: dict[str, Any],
+) -> None:
+    """The checked bills' unexplained misses as a share of the checks, hour by hour, from the
+    stage's own metrics with its dimensions; an hour of few checks does not count."""
+    alarm = template["Resources"]["UnexplainedCacheMissAlarm"]["Properties"]
+    queries = {query["Id"]: query for query in alarm["Metrics"]}
+    worker = [
+        {"Name": metrics.SERVICE_DIMENSION, "Value": metrics.SERVICE},
+        {"Name": metrics.QUEUE_DIMENSION, "Value": {"Fn::GetAtt": ["ConverseQueue", "QueueName"]}},
+    ]
+    unexplained = queries["unexplained"]["MetricStat"]
+    assert unexplained["Metric"] == {
+        "Namespace": metrics.NAMESPACE,
+        "MetricName": metrics.CACHE_MISSES,
+        "Dimensions": [*worker, {"Name": metrics.CAUSE_DIMENSION, "Value": "unexplained"}],
+    }
+    checks = queries["checks"]["MetricStat"]
+    assert checks["Metric"] == {
+        "Namespace": metrics.NAMESPACE,
+        "MetricName": metrics.CACHE_CHECKS,
+        "Dimensions": worker,
+    }
+    assert metrics.CACHE_CHECKS in metrics.COUNTERS  # written every interval, zeros included
+    assert (unexplained["Stat"], unexplained["Period"]) == (checks["Stat"], checks["Period"])
+    assert (checks["Stat"], checks["Period"]) == ("Sum", 3600)
+    assert queries["share"]["ReturnData"] is True
+    assert queries["share"]["Expression"] == (
+        "IF(checks >= 20, 100 * FILL(unexplained, 0) / checks, 0)"
+    )
+    assert not queries["unexplained"]["ReturnData"] and not queries["checks"]["ReturnData"]
+    assert alarm["Threshold"] == {"Ref": "UnexplainedCacheMissAlarmPercent"}
+    assert parameter_default(template, "UnexplainedCacheMissAlarmPercent") == 10
+    assert (alarm["EvaluationPeriods"], alarm["DatapointsToAlarm"]) == (3, 3)
+    assert alarm["ComparisonOperator"] == "GreaterThanThreshold"
+    assert alarm["TreatMissingData"] == "notBreaching"
 
 
 OUTPUTS = {
