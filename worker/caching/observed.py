@@ -31,7 +31,7 @@ the expectation's points carry. Times are the answers' ``answered_at`` and the c
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Literal
@@ -294,19 +294,42 @@ class _Entry:
     expires: datetime
 
 
-def downgraded(usage: ModelUsage, calibration: Calibration, *, min_tokens: int) -> bool:
-    """Whether a ``1h`` point of ``usage``'s prompt was written, but no ``1h`` write came back:
-    a point asked ``1h``, long enough to cache, and beyond the read made, with writes billed
-    only at ``5m``."""
+def read_through(usage: ModelUsage, calibration: Calibration, known: Iterable[int] = ()) -> int:
+    """The prefix (estimated tokens) the read of ``usage`` ended at: -1 when it read none of
+    the view (nothing, or only the model stage's own system prompt), else the one of its
+    prompt's points, or of the ``known`` live entries' prefixes, whose calibrated length is
+    nearest the tokens read (a read ends where an entry ends, so the calibration need only be
+    right to within half the distance between two of them)."""
     expected = usage.expected
-    if expected is None or usage.write_tokens == 0 or usage.written_1h > 0:
-        return False
-    return any(
-        point.ttl == "1h"
-        and (tokens := calibration.tokens(point.prefix_tokens)) >= min_tokens
-        and usage.read_tokens < (1.0 - MISS_TOLERANCE) * tokens
-        for point in expected.points
+    if expected is None or usage.read_tokens == 0:
+        return -1
+    prefixes = {*known, *(point.prefix_tokens for point in expected.points)}
+    candidates = [(-1, calibration.tokens(0)), *((p, calibration.tokens(p)) for p in prefixes)]
+    return min(candidates, key=lambda c: (abs(c[1] - usage.read_tokens), c[0]))[0]
+
+
+def written_points(
+    usage: ModelUsage, calibration: Calibration, *, read: int, min_tokens: int
+) -> tuple[ExpectedPoint, ...]:
+    """The points of ``usage``'s prompt that wrote an entry: past its read (``read``, from
+    :func:`read_through`) and long enough to cache; none when the bill shows no write."""
+    if usage.expected is None or usage.write_tokens == 0:
+        return ()
+    return tuple(
+        point
+        for point in usage.expected.points
+        if point.prefix_tokens > read and calibration.tokens(point.prefix_tokens) >= min_tokens
     )
+
+
+@dataclass(frozen=True, slots=True)
+class _Replay:
+    """The entries the bills made, by prefix, as they stood at the replay's moment (dead ones
+    included), and the answers (by seq) that asked ``1h`` of a point they wrote but whose
+    writes came back ``5m`` only."""
+
+    entries: Mapping[int, _Entry]
+    downgraded: frozenset[int]
 
 
 def _replay(
@@ -315,44 +338,37 @@ def _replay(
     calibration: Calibration,
     *,
     min_tokens: int,
-) -> dict[int, _Entry]:
-    """The entries the answers' bills made, by prefix, as they stand at ``until``, dead ones
-    included (an entry is replaced by a later write at its prefix).
+) -> _Replay:
+    """Replay the answers' bills up to ``until``.
 
-    Only the entries at an answer's own points are carried past it: they are prefixes of its
-    prompt, so of the next one's as far as the next shares it; an entry at any other prefix
-    holds a prompt the conversation has left (the window re-anchored, the summary moved),
-    however many tokens it counts. An answer that read renewed the entry it read (for that
-    entry's own life): the live entry with the longest prefix that its read covers. An
-    answer that wrote made an entry at each of its prompt's points past its read and long
-    enough to cache, for the TTL the point asked, or ``5m`` when no ``1h`` write came back."""
+    For each answer: its read ended at a live entry or one of its points
+    (:func:`read_through`), and renewed that entry for the entry's own life; the entries
+    that are prefixes of its prompt (its points, and any no longer than its read) are carried
+    on, any other holds a prompt the conversation has left (the window re-anchored, the
+    summary moved), however many tokens it counts; each point past the read and long enough
+    to cache made an entry (:func:`written_points`) for the TTL it asked, or ``5m`` when no
+    ``1h`` write came back."""
     entries: dict[int, _Entry] = {}
+    downgraded: set[int] = set()
     for usage in usages_oldest_first:
         at, expected = usage.answered_at, usage.expected
         if at is None or at > until:
             continue
         points = {point.prefix_tokens for point in expected.points} if expected else set()
-        entries = {prefix: entry for prefix, entry in entries.items() if prefix in points}
-        covered = usage.read_tokens * (1.0 + MISS_TOLERANCE)
-        if usage.read_tokens > 0:
-            read = [
-                prefix
-                for prefix, entry in entries.items()
-                if entry.expires > at and calibration.tokens(prefix) <= covered
-            ]
-            if read:
-                entry = entries[max(read)]
-                entries[max(read)] = replace(entry, expires=at + timedelta(seconds=entry.life))
-        if expected is None or usage.write_tokens == 0:
-            continue
-        for point in expected.points:
-            tokens = calibration.tokens(point.prefix_tokens)
-            if tokens <= covered or tokens < min_tokens:
-                continue
+        live = [prefix for prefix, entry in entries.items() if entry.expires > at]
+        read = read_through(usage, calibration, live)
+        entries = {p: e for p, e in entries.items() if p in points or p <= read}
+        if read in entries and entries[read].expires > at:
+            entry = entries[read]
+            entries[read] = replace(entry, expires=at + timedelta(seconds=entry.life))
+        written = written_points(usage, calibration, read=read, min_tokens=min_tokens)
+        if usage.written_1h == 0 and any(point.ttl == "1h" for point in written):
+            downgraded.add(usage.seq)
+        for point in written:
             asked = TTL_SECONDS[point.ttl]
             life = asked if point.ttl == "5m" or usage.written_1h > 0 else _FIVE
             entries[point.prefix_tokens] = _Entry(life, asked, at + timedelta(seconds=life))
-    return entries
+    return _Replay(entries, frozenset(downgraded))
 
 
 def alive_prefixes(
@@ -365,7 +381,8 @@ def alive_prefixes(
     """The prefixes (estimated tokens) whose entries are alive at ``at``, with
     :data:`ALIVE_MARGIN` to spare, in increasing order; and whether the newest answer's
     prompt had any entry at all (none when its points were all below the minimum)."""
-    entries = _replay(list(reversed(usages_newest_first)), at, calibration, min_tokens=min_tokens)
+    replay = _replay(list(reversed(usages_newest_first)), at, calibration, min_tokens=min_tokens)
+    entries = replay.entries
     alive = tuple(sorted(p for p, e in entries.items() if e.expires > at + ALIVE_MARGIN))
     return alive, bool(entries)
 
@@ -406,6 +423,13 @@ def check(
     cause: Cause | None = None
     if want > 0 and newest.read_tokens < (1.0 - MISS_TOLERANCE) * real:
         cause = _cause(newest, earlier, calibration, min_tokens=min_tokens)
+    was_downgraded = False
+    if newest.answered_at is not None:
+        timed = [u for u in (newest, *earlier) if u.answered_at is not None]
+        replay = _replay(
+            list(reversed(timed)), newest.answered_at, calibration, min_tokens=min_tokens
+        )
+        was_downgraded = newest.seq in replay.downgraded
     return CacheCheck(
         seq=newest.seq,
         command_id=newest.command_id,
@@ -417,7 +441,7 @@ def check(
         written_1h=newest.written_1h,
         billed_units=newest.billed_units,
         cause=cause,
-        downgraded=downgraded(newest, calibration, min_tokens=min_tokens),
+        downgraded=was_downgraded,
     )
 
 
@@ -439,8 +463,9 @@ def _cause(
     at = newest.answered_at
     if at is None:
         return "unexplained"
-    entries = _replay(list(reversed(earlier)), at, calibration, min_tokens=min_tokens)
-    entry = entries.get(want)
+    entry = _replay(list(reversed(earlier)), at, calibration, min_tokens=min_tokens).entries.get(
+        want
+    )
     if entry is None:
         # No answer on the page made it (an older one did, or it was read ever since): alive
         # if the last answer is within the shortest life, else the bills cannot say.
@@ -508,11 +533,17 @@ def observe(
     if usages[0].seq == newest_answer_seq and sent_at is not None:
         alive, made = alive_prefixes(usages, sent_at, calibration, min_tokens=min_tokens)
         cold = not alive and (made or unbilled_cold)
+    downgrades: frozenset[int] = frozenset()
+    times = [usage.answered_at for usage in usages if usage.answered_at is not None]
+    if times:
+        timed = [usage for usage in usages if usage.answered_at is not None]
+        downgrades = _replay(
+            list(reversed(timed)), max(times), calibration, min_tokens=min_tokens
+        ).downgraded
     return Observation(
         calibration=calibration,
         alive=alive,
         cold=cold,
-        no_1h=sum(downgraded(u, calibration, min_tokens=min_tokens) for u in usages)
-        >= DOWNGRADES_TO_STOP_1H,
+        no_1h=len(downgrades) >= DOWNGRADES_TO_STOP_1H,
         check=check(usages[0], usages[1:], calibration, min_tokens=min_tokens),
     )
