@@ -6,14 +6,16 @@ already read (the answers on its page carry ``model_usage`` when the writer stor
 
 - :class:`CacheExpectation`, the payload's ``cache`` block: the view's estimated tokens, the
   read the stage expects, and each cache point's TTL and estimated prefix, in view order.
-- :func:`check`: the newest answer's expectation against its bill. A read short of the
-  expected one (calibrated, less :data:`MISS_TOLERANCE`) is a miss, and it gets a cause,
+- :func:`check`: the newest answer's expectation against its bill. A read that ended at a
+  shorter prefix than the expected one (a read ends where an entry does, so the prefix is the
+  one whose calibrated length is nearest the tokens read) is a miss, and it gets a cause,
   tried in this order: ``stage_changed_prefix`` (the previous prompt had no point at the
   prefix it expected to read: the stage moved it), ``below_minimum`` (that prefix
   holds fewer real tokens than the model's minimum), ``ttl_downgraded`` (the entry would
   have lived as the ``1h`` it was asked for, but was written ``5m``), ``expired`` (by the
   written TTLs and the answers' times, no entry was alive), ``unexplained`` (an entry should
   have been alive: something outside the stage changed the prefix, or the entry was evicted).
+  An answer with no miss whose ``1h`` writes came back ``5m`` is ``ttl_downgraded`` too.
 - :class:`Observation`, what the next turn learns (:func:`observe`): the conversation's
   token calibration (:class:`Calibration`, observed prompt tokens against the stage's
   estimate, with the model stage's fixed system-prompt offset), which entries are alive at
@@ -57,9 +59,6 @@ LONGEST_TTL = timedelta(hours=1)
 #: An entry counts as alive at a moment only when it outlives it by this much: the model
 #: call comes a little after the command is sent.
 ALIVE_MARGIN = timedelta(seconds=30)
-#: A read below this share of the calibrated expectation is a miss (the estimate's error
-#: on the prefix's length is not a miss).
-MISS_TOLERANCE = 0.10
 #: The answers the calibration is fitted on: about one page's.
 CALIBRATION_SAMPLES = 12
 #: The answers on a page whose ``1h`` writes came back ``5m`` before ``1h`` is no longer
@@ -421,7 +420,7 @@ def check(
     want = expected.expected_read_tokens
     real = calibration.tokens(want) if want > 0 else 0
     cause: Cause | None = None
-    if want > 0 and newest.read_tokens < (1.0 - MISS_TOLERANCE) * real:
+    if want > 0 and _read_short(newest, earlier, calibration):
         cause = _cause(newest, earlier, calibration, min_tokens=min_tokens)
     was_downgraded = False
     if newest.answered_at is not None:
@@ -430,6 +429,8 @@ def check(
             list(reversed(timed)), newest.answered_at, calibration, min_tokens=min_tokens
         )
         was_downgraded = newest.seq in replay.downgraded
+    if cause is None and was_downgraded:
+        cause = "ttl_downgraded"  # no read fell short, but its 1h writes came back 5m
     return CacheCheck(
         seq=newest.seq,
         command_id=newest.command_id,
@@ -443,6 +444,17 @@ def check(
         cause=cause,
         downgraded=was_downgraded,
     )
+
+
+def _read_short(
+    newest: ModelUsage, earlier: Sequence[ModelUsage], calibration: Calibration
+) -> bool:
+    """Whether ``newest``'s read ended short of the prefix it expected: at a shorter one of
+    the prefixes its own prompt and the previous ones had points at (or at none)."""
+    assert newest.expected is not None
+    want = newest.expected.expected_read_tokens
+    known = {want, *(p.prefix_tokens for u in earlier[:2] if u.expected for p in u.expected.points)}
+    return read_through(newest, calibration, known) < want
 
 
 def _cause(

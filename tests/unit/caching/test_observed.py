@@ -23,6 +23,7 @@ from worker.caching.observed import (
     ExpectedPoint,
     ModelUsage,
     Observation,
+    alive_prefixes,
     calibrate,
     check,
     observe,
@@ -397,21 +398,24 @@ def test_a_read_as_expected_is_no_miss_and_the_check_carries_the_bill() -> None:
     assert not result.downgraded
 
 
-def test_a_read_short_within_the_tolerance_is_no_miss() -> None:
-    """10% of the calibrated expectation is the estimate's error, not a miss: 1,800 of 2,000
-    passes, 1,799 does not."""
+def test_a_read_that_ends_nearest_the_expected_prefix_is_no_miss() -> None:
+    """A read ends where an entry does: a read of 1,800 tokens ended at the 2,000-token point
+    (the estimate's error), not at the start of the prompt; 1,001 is still nearer 2,000 than
+    nothing, 999 is not."""
     at = T0 + timedelta(minutes=2)
     assert cause_of(second_answer(at, read=1_800), first_answer()) is None
-    assert cause_of(second_answer(at, read=1_799), first_answer()) is not None
+    assert cause_of(second_answer(at, read=1_001), first_answer()) is None
+    assert cause_of(second_answer(at, read=999), first_answer()) is not None
 
 
-def test_the_tolerance_is_of_the_calibrated_expectation() -> None:
-    """With 100 tokens of the model stage's own before every prefix, 2,000 estimated are
-    2,100 real: a read of 1,890 passes, 1,889 is short."""
+def test_the_nearest_prefix_is_judged_on_the_calibrated_lengths() -> None:
+    """With 100 tokens of the model stage's own before every prefix, the view's start is at
+    100 real tokens and the 2,000-token point at 2,100: a read of 1,101 ended at the point,
+    1,099 at the model stage's own prompt."""
     calibration = Calibration(ratio=1.0, offset=100.0, samples=3)
     at = T0 + timedelta(minutes=2)
-    assert cause_of(second_answer(at, read=1_890), first_answer(), calibration=calibration) is None
-    short = cause_of(second_answer(at, read=1_889), first_answer(), calibration=calibration)
+    assert cause_of(second_answer(at, read=1_101), first_answer(), calibration=calibration) is None
+    short = cause_of(second_answer(at, read=1_099), first_answer(), calibration=calibration)
     assert short is not None
 
 
@@ -535,3 +539,30 @@ def test_a_newest_prompt_that_cached_nothing_does_not_make_the_cache_cold() -> N
     observation = learn(small, newest_answer_seq=2, sent_at=T0 + timedelta(minutes=10))
     assert observation.alive == ()
     assert not observation.cold
+
+
+def test_a_write_of_a_few_tokens_past_the_read_makes_an_entry() -> None:
+    """GIVEN a turn that read the previous turn's 2,000-token entry and wrote the 51 tokens
+    of its new exchange, WHEN the next command comes two minutes later, THEN both entries
+    are alive: the write past the read is seen however small it is."""
+    second = bill(
+        4,
+        T0 + timedelta(minutes=2),
+        expecting(FIRST, ("5m", FIRST), ("5m", FIRST + 51)),
+        read=FIRST,
+        written_5m=51,
+    )
+    alive, made = alive_prefixes(
+        [second, first_answer()], T0 + timedelta(minutes=4), UNCALIBRATED, min_tokens=MIN
+    )
+    assert (alive, made) == ((FIRST, FIRST + 51), True)
+
+
+def test_an_answer_whose_1h_writes_came_back_5m_is_ttl_downgraded_without_a_miss() -> None:
+    """The first turn asked 1h for its point and the bill shows its write at 5m: no read fell
+    short, but the write did, and the check says so."""
+    result = check(first_answer(ttl="1h", honoured=False), [], UNCALIBRATED, min_tokens=MIN)
+    assert result is not None
+    assert (result.cause, result.downgraded) == ("ttl_downgraded", True)
+    honoured = check(first_answer(ttl="1h"), [], UNCALIBRATED, min_tokens=MIN)
+    assert honoured is not None and (honoured.cause, honoured.downgraded) == (None, False)
