@@ -8,6 +8,7 @@ fails when a committed page differs from what this renders now.
   docstrings);
 - ``docs/reference/commands.md``: the parser :func:`worker.cli.build_parser` builds;
 - ``docs/reference/events.md``: the declarations in :mod:`worker.events`;
+- ``docs/reference/metrics.md``: the declarations in :mod:`worker.telemetry.metric_names`;
 - ``docs/reference/index.md``, linking them;
 - in ``docs/RUNBOOK.md`` (otherwise written by hand), the table of events to act on, between
   its two markers.
@@ -33,6 +34,15 @@ from pydantic_core import PydanticUndefined
 from worker.cli import EXIT_CONFIG, build_parser
 from worker.events import EVENTS, LIBRARY, Event
 from worker.settings import Settings
+from worker.telemetry.metric_names import (
+    METRICS,
+    NAMESPACE,
+    QUEUE_DIMENSION,
+    SERVICE,
+    SERVICE_DIMENSION,
+    Kind,
+    Metric,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = Path("docs/reference")
@@ -51,6 +61,7 @@ def pages(root: Path = ROOT) -> dict[Path, str]:
         REFERENCE / "settings.md": settings_page(),
         REFERENCE / "commands.md": commands_page(),
         REFERENCE / "events.md": events_page(),
+        REFERENCE / "metrics.md": metrics_page(),
         RUNBOOK: runbook_page((root / RUNBOOK).read_text()),
     }
 
@@ -83,6 +94,8 @@ def index_page() -> str:
             "- [Commands](commands.md): `worker` and each command's arguments (`worker/cli/`).",
             "- [Log events](events.md): every event the stage logs, its level, what it means "
             "and what the operator does (`worker/events.py`).",
+            "- [Metrics](metrics.md): every CloudWatch metric the stage writes, its unit, when "
+            "it is written, its dimensions and meaning (`worker/telemetry/metric_names.py`).",
             "",
             "What to do when an alarm fires or an event asks for action: the "
             "[runbook](../RUNBOOK.md).",
@@ -334,6 +347,69 @@ def levels_of(event: Event) -> str:
 def anchor(event: Event) -> str:
     """GitHub's anchor of the event's heading (backticks and dots dropped)."""
     return event.name.replace(".", "")
+
+
+# ---------------------------------------------------------------- metrics
+
+#: How each kind of metric is written, as the page says it.
+WRITTEN: dict[Kind, str] = {
+    "counter": "every interval, zeros included",
+    "counter_when_any": "in intervals that had any",
+    "distribution": "in intervals that had any, one value per event",
+}
+KIND_HEADINGS: dict[Kind, str] = {
+    "counter": "Counters, written every interval",
+    "counter_when_any": "Counters written when there are any",
+    "distribution": "Distributions",
+}
+
+
+def metrics_page() -> str:
+    lines = [
+        "# Metrics",
+        "",
+        GENERATED.format(source="worker/telemetry/metric_names.py"),
+        "",
+        "With `METRICS=emf` the worker writes CloudWatch Embedded Metric Format documents to "
+        "stdout, beside its log lines: one set per interval of `METRICS_FLUSH_SECONDS`, and "
+        "a last one when it stops. How they reach CloudWatch, how to query them and the "
+        "alarms on them: [DEPLOY.md](../DEPLOY.md#metrics-cloudwatch-from-emf-on-stdout).",
+        "",
+        f"Namespace `{NAMESPACE}`. Every metric carries the dimensions `{SERVICE_DIMENSION}` "
+        f"(`{SERVICE}`) and `{QUEUE_DIMENSION}` (the converse queue's name), never a "
+        "conversation or command id. A metric with a third dimension is written in all and "
+        "also once per value of it seen in the interval (unless it says it is written only "
+        "per value); the values are a closed set, listed with it.",
+        "",
+        "- **Counters** are summed over the interval. Those written every interval write "
+        "zeros too, so an alarm on `> 0` has data whenever a worker runs.",
+        "- **Distributions** are the raw values, one per event, so CloudWatch's percentiles "
+        "and counts are exact.",
+        "",
+        "| metric | unit | written | dimension |",
+        "| --- | --- | --- | --- |",
+    ]
+    lines += [
+        f"| [`{metric.name}`](#{metric.name.lower()}) | {metric.unit} | {WRITTEN[metric.kind]} "
+        f"| {f'`{metric.per.name}`' if metric.per else '–'} |"
+        for metric in METRICS
+    ]
+    lines.append("")
+    for kind, heading in KIND_HEADINGS.items():
+        lines += [f"## {heading}", ""]
+        for metric in METRICS:
+            if metric.kind == kind:
+                lines += metric_section(metric)
+    return "\n".join(lines)
+
+
+def metric_section(metric: Metric) -> list[str]:
+    facts = f"**Unit:** {metric.unit}. **Written:** {WRITTEN[metric.kind]}."
+    if metric.per is not None:
+        values = ", ".join(f"`{value}`" for value in metric.per.values)
+        scope = "only per" if not metric.total else "in all and per"
+        facts += f" **Dimension:** {scope} `{metric.per.name}` ({values})."
+    return [f"### `{metric.name}`", "", facts, "", metric.meaning, ""]
 
 
 # ---------------------------------------------------------------- runbook

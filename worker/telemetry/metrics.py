@@ -4,13 +4,15 @@ CloudWatch Embedded Metric Format (EMF), beside the JSON logs.
 ECS ``awslogs``, Fluent Bit or the CloudWatch agent carry stdout to CloudWatch Logs, which
 turns each EMF document into metrics: no sidecar, no API call from the worker.
 
+What each metric is, its unit, when it is written and the dimension it is also split by
+are declared in :mod:`worker.telemetry.metric_names` (rendered as
+``docs/reference/metrics.md``); this module writes them as declared.
+
 - One document per flush interval and dimension set, not one per command: counters are
-  summed over the interval (every counter is written each interval, zeros included, so an
-  alarm on ``> 0`` always has data); ``CommandsRejected`` is also written per ``Reason``
-  (a low-cardinality kind, never the reason's text) in one more document per kind seen.
-  ``WindowReanchors`` (the cache-aligned window moved its start) is written in the
-  intervals that had any, in all and per ``Reason`` (``first_turn``, ``fold_moved``,
-  ``overflow``, ``invalid``) the same way: the default mode never writes it.
+  summed over the interval (the ``counter`` kind written each interval, zeros included, so
+  an alarm on ``> 0`` always has data; ``counter_when_any`` only when there were any); a
+  metric split by a dimension (a low-cardinality kind, never free text) is written in one
+  more document per value seen.
 - Distributions (latency, age, window sizes) are their raw values. The EMF specification
   allows a metric value to be a number or an array of at most 100 numbers, and nothing
   else: there is no Values/Counts form in it (AWS's own OpenTelemetry exporters write one,
@@ -44,76 +46,87 @@ from aws_embedded_metrics.logger.metrics_context import MetricsContext
 from aws_embedded_metrics.serializers.log_serializer import LogSerializer
 
 from worker.logs import log_failure
+from worker.telemetry.metric_names import (
+    AGE_AT_RECEIVE,
+    BY_NAME,
+    CACHE_CHECKS,
+    CACHE_MISSES,
+    CACHE_POINT_TTLS,
+    CAUSE_DIMENSION,
+    COMMANDS_REJECTED,
+    COMMANDS_RETRIED,
+    COMMANDS_SERVED,
+    COUNTERS,
+    DEPENDENCY_FAILING,
+    DEPENDENCY_RECOVERED,
+    DISTRIBUTIONS,
+    DUPLICATES_SKIPPED,
+    EXPECTED_CACHE_READ_TOKENS,
+    FOLD_GAP_MESSAGES,
+    FOLD_REQUESTS_SENT,
+    LIVENESS_FAILURES,
+    NAMESPACE,
+    OBSERVED_BILLED_INPUT_UNITS,
+    OBSERVED_CACHE_READ_TOKENS,
+    PAYLOADS_OFFLOADED,
+    QUEUE_DIMENSION,
+    REASON_DIMENSION,
+    SERVICE,
+    SERVICE_DIMENSION,
+    SPLIT_BY,
+    TTL_DIMENSION,
+    TURN_LATENCY,
+    WINDOW_DROPPED,
+    WINDOW_KEPT,
+    WINDOW_LEFT_OUT,
+    WINDOW_REANCHORS,
+    WINDOW_TRIMMED,
+)
 from worker.timing import Clock, sleep_unless
 
-NAMESPACE = "Mira/ConverseStage"
-SERVICE = "converse-stage"
-SERVICE_DIMENSION = "Service"
-QUEUE_DIMENSION = "Queue"
-REASON_DIMENSION = "Reason"
-
-COMMANDS_SERVED = "CommandsServed"
-COMMANDS_REJECTED = "CommandsRejected"
-COMMANDS_RETRIED = "CommandsRetried"
-DUPLICATES_SKIPPED = "DuplicatesSkipped"
-FOLD_GAP_MESSAGES = "FoldGapMessages"
-FOLD_REQUESTS_SENT = "FoldRequestsSent"
-PAYLOADS_OFFLOADED = "PayloadsOffloaded"
-LIVENESS_FAILURES = "LivenessFailures"
-#: A dependency every turn needs judged failing, and recovered (worker.consumer.outages).
-DEPENDENCY_FAILING = "DependencyFailing"
-DEPENDENCY_RECOVERED = "DependencyRecovered"
-TURN_LATENCY = "TurnLatency"
-AGE_AT_RECEIVE = "AgeAtReceive"
-WINDOW_KEPT = "WindowKept"
-WINDOW_DROPPED = "WindowDropped"
-WINDOW_TRIMMED = "WindowTrimmed"
-WINDOW_LEFT_OUT = "WindowLeftOut"
-#: The cache-aligned mode only: written when the interval had any (not in COUNTERS, which
-#: every interval writes), in all and per Reason.
-WINDOW_REANCHORS = "WindowReanchors"
-#: The cache-aligned mode only: the view's cache points by the TTL chosen (``5m``, ``1h``,
-#: ``none``: left out), per Ttl, written when the interval had any.
-CACHE_POINT_TTLS = "CachePointTtls"
-TTL_DIMENSION = "Ttl"
-#: The bill, observed (an answer's ``model_usage`` checked on the next turn): the checks
-#: made (every interval, for the share of misses), and the misses, in all and per Cause
-#: (written when the interval had any).
-CACHE_CHECKS = "CacheChecks"
-CACHE_MISSES = "CacheMisses"
-CAUSE_DIMENSION = "Cause"
-#: Per check: the answer's input as billed (uncached 1x, read 0.1x, written 1.25x or 2x),
-#: and the cache read it was expected to make (calibrated) and made, in tokens.
-OBSERVED_BILLED_INPUT_UNITS = "ObservedBilledInputUnits"
-EXPECTED_CACHE_READ_TOKENS = "ExpectedCacheReadTokens"
-OBSERVED_CACHE_READ_TOKENS = "ObservedCacheReadTokens"
-
-#: Summed over each interval, written every interval.
-COUNTERS: Mapping[str, str] = {
-    COMMANDS_SERVED: "Count",
-    COMMANDS_REJECTED: "Count",
-    COMMANDS_RETRIED: "Count",
-    DUPLICATES_SKIPPED: "Count",
-    FOLD_GAP_MESSAGES: "Count",
-    FOLD_REQUESTS_SENT: "Count",
-    PAYLOADS_OFFLOADED: "Count",
-    LIVENESS_FAILURES: "Count",
-    DEPENDENCY_FAILING: "Count",
-    DEPENDENCY_RECOVERED: "Count",
-    CACHE_CHECKS: "Count",
-}
-#: One value per event, written when the interval has any.
-DISTRIBUTIONS: Mapping[str, str] = {
-    TURN_LATENCY: "Milliseconds",
-    AGE_AT_RECEIVE: "Milliseconds",
-    WINDOW_KEPT: "Count",
-    WINDOW_DROPPED: "Count",
-    WINDOW_TRIMMED: "Count",
-    WINDOW_LEFT_OUT: "Count",
-    OBSERVED_BILLED_INPUT_UNITS: "None",
-    EXPECTED_CACHE_READ_TOKENS: "Count",
-    OBSERVED_CACHE_READ_TOKENS: "Count",
-}
+# The declaration's names are re-exported: the stage and its tests record by them.
+__all__ = [
+    "AGE_AT_RECEIVE",
+    "CACHE_CHECKS",
+    "CACHE_MISSES",
+    "CACHE_POINT_TTLS",
+    "CAUSE_DIMENSION",
+    "COMMANDS_REJECTED",
+    "COMMANDS_RETRIED",
+    "COMMANDS_SERVED",
+    "COUNTERS",
+    "DEPENDENCY_FAILING",
+    "DEPENDENCY_RECOVERED",
+    "DISTRIBUTIONS",
+    "DUPLICATES_SKIPPED",
+    "EXPECTED_CACHE_READ_TOKENS",
+    "FOLD_GAP_MESSAGES",
+    "FOLD_REQUESTS_SENT",
+    "LIVENESS_FAILURES",
+    "MAX_HELD_DOCUMENTS",
+    "NAMESPACE",
+    "NO_METRICS",
+    "OBSERVED_BILLED_INPUT_UNITS",
+    "OBSERVED_CACHE_READ_TOKENS",
+    "PAYLOADS_OFFLOADED",
+    "QUEUE_DIMENSION",
+    "REASON_DIMENSION",
+    "SERVICE",
+    "SERVICE_DIMENSION",
+    "TTL_DIMENSION",
+    "TURN_LATENCY",
+    "WINDOW_DROPPED",
+    "WINDOW_KEPT",
+    "WINDOW_LEFT_OUT",
+    "WINDOW_REANCHORS",
+    "WINDOW_TRIMMED",
+    "EmfFlusher",
+    "MetricsBook",
+    "NoMetrics",
+    "Recorder",
+    "Tally",
+    "emf_documents",
+]
 
 
 class Recorder(Protocol):
@@ -225,25 +238,24 @@ def emf_documents(tally: Tally, dimensions: Mapping[str, str], timestamp: dateti
             raise ValueError(f"{name}: a value is not finite")
         context.put_metric(name, values[0], unit)
         context.metrics[name].values.extend(values[1:])
-    if tally.reanchored:
-        context.put_metric(WINDOW_REANCHORS, sum(tally.reanchored.values()), "Count")
-    if tally.misses:
-        context.put_metric(CACHE_MISSES, sum(tally.misses.values()), "Count")
+    # Recorded by the book's own methods (rejected, reanchored, …), each metric by value.
+    by_value = {
+        COMMANDS_REJECTED: tally.rejected,
+        WINDOW_REANCHORS: tally.reanchored,
+        CACHE_MISSES: tally.misses,
+        CACHE_POINT_TTLS: tally.ttls,
+    }
+    for name, counts in by_value.items():
+        metric = BY_NAME[name]
+        if metric.kind == "counter_when_any" and metric.total and counts:
+            context.put_metric(name, sum(counts.values()), metric.unit)
     documents = LogSerializer.serialize(context)
-    by_dimension = [
-        (COMMANDS_REJECTED, REASON_DIMENSION, tally.rejected),
-        (WINDOW_REANCHORS, REASON_DIMENSION, tally.reanchored),
-        (CACHE_MISSES, CAUSE_DIMENSION, tally.misses),
-    ]
-    for metric, dimension, counts in by_dimension:
-        for reason, count in sorted(counts.items()):
-            one = _context({**dimensions, dimension: reason}, timestamp)
-            one.put_metric(metric, count, "Count")
+    for name, counts in by_value.items():
+        dimension, unit = SPLIT_BY[name].name, BY_NAME[name].unit
+        for value, count in sorted(counts.items()):
+            one = _context({**dimensions, dimension: value}, timestamp)
+            one.put_metric(name, count, unit)
             documents += LogSerializer.serialize(one)
-    for ttl, count in sorted(tally.ttls.items()):
-        one = _context({**dimensions, TTL_DIMENSION: ttl}, timestamp)
-        one.put_metric(CACHE_POINT_TTLS, count, "Count")
-        documents += LogSerializer.serialize(one)
     return documents
 
 
