@@ -28,7 +28,11 @@ The parts, each module's docstring saying how it measures:
 8. the model's bill under the prompt cache, both window modes and the stepped peer
    (:mod:`bench.parts.model_bill`; the stage's own plans, no servers);
 9. brownouts of DynamoDB and of the model queue's sends (:mod:`bench.parts.brownout`,
-   reported in docs/RELIABILITY.md).
+   reported in docs/RELIABILITY.md);
+10. the bill, observed: the stage's loop on the model's bill, billed by the prompt-cache
+    stand-in, under the deviations from the documented rules, and a few conversations
+    through the real worker (:mod:`bench.parts.observed_bill`, reported in
+    docs/benchmarks/observed_bill.md).
 
 Then docs/SCALING.md, the capacity model, from the same figures (:mod:`bench.reports.scaling`).
 
@@ -62,6 +66,7 @@ from bench.parts import (
     fold_gap,
     latency,
     model_bill,
+    observed_bill,
     profiling,
     telemetry_overhead,
     throughput,
@@ -218,6 +223,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     say("part 6: the fold gap (a model, no servers)")
     fold = fold_gap.measure()
     bill = model_bill.measure(quick=plan.quick, say=say)
+    observed = observed_bill.measure(quick=plan.quick, say=say)
     with both_regimes(say) as fleets:
         results = asyncio.run(run_parts(fleets, plan, say))
     say("part 9: brownouts of DynamoDB and of the model queue's sends (docs/RELIABILITY.md)")
@@ -235,8 +241,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         **results,
         "fold_gap": fold,
         "model_bill": bill,
+        "observed_bill": observed,
     }
     write(out_dir / "results.json", document)
+    observed_bill.write_page(observed, out_dir / observed_bill.DOC.name)
     report.write(document, out_doc)
     say(f"wrote {out_doc.relative_to(REPO_ROOT)}, the SCALING.md beside it and "
         f"{out_dir.relative_to(REPO_ROOT)}/")  # fmt: skip

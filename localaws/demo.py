@@ -48,10 +48,10 @@ from localaws.demo_matter import (
     seed,
 )
 from localaws.endpoints import CREDENTIALS
+from localaws.history_writer import message_item, write_items
 from localaws.model_stage import ANSWER, ModelStage, answer_item, put_answer_async
 from localaws.moto import threaded_moto
 from worker.adapters.dynamodb import rfc3339
-from worker.adapters.history_writer import message_item, write_items
 from worker.app.resources import Resources, create_resources
 from worker.logs import configure_logging
 from worker.settings import Settings, load_settings

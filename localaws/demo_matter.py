@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from worker.adapters.history_writer import message_item, state_item, write_items
+from localaws.history_writer import message_item, state_item, write_items
 
 if TYPE_CHECKING:  # the stubs are a dev dependency: nothing of them runs
     from types_aiobotocore_dynamodb import DynamoDBClient

@@ -4,7 +4,7 @@ stand-in (:mod:`localaws.bedrock_cache`, one cache per conversation); and the wr
 answer with its bill, ``model_usage``.
 
 The answer item is laid out here from the contract's "History table" and "The bill,
-observed", not with ``worker.adapters.history_writer``: a second implementation of the
+observed", not with ``localaws.history_writer``: a second implementation of the
 contract, so a test of the stage's reader against it checks the layout, not a copy.
 
 One deviation lives here, because it is the model stage's: its system prompt changed once

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from worker.adapters.history_writer import message_item, write_items
-from worker.adapters.history_writer import state_item as history_state_item
+from localaws.history_writer import message_item, write_items
+from localaws.history_writer import state_item as history_state_item
 from worker.memory import FoldLimits, FoldState, HistoryMessage, Role, WindowLimits
 from worker.memory.fold import plan_compaction
 from worker.planning import TurnPlan, plan_turn

@@ -99,7 +99,7 @@ def test_only_the_adapters_hold_aws_clients() -> None:
     others = [
         p
         for p in ADAPTERS.parent.rglob("*.py")
-        if p.parent != ADAPTERS and p.name not in {"demo.py", "bootstrap.py"}
+        if p.parent != ADAPTERS and p.name != "bootstrap.py"
     ]
     assert not [p for p in others if operations_called(p)]
 

@@ -19,10 +19,10 @@ import pytest
 from opentelemetry.trace import TracerProvider
 
 from localaws.endpoints import CREDENTIALS, REGION, aws_environ
+from localaws.history_writer import message_item, state_item, write_items
 from localaws.moto import reset_moto, threaded_moto
 from tests.converse_rules import assert_model_ready
 from worker.adapters.dynamodb import STATE_KEY
-from worker.adapters.history_writer import message_item, state_item, write_items
 from worker.app.resources import Resources, create_resources, dead_letter_name
 from worker.app.runtime import Clients, aws_clients, run_worker
 from worker.delivery.pointers import parse_pointer

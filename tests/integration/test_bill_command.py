@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
+from localaws.history_writer import message_item
 from localaws.model_stage import ModelAnswer, ModelStage, answer_item, put_answer_async
 from tests.integration.conftest import Stack, running_worker
 from worker.adapters.dynamodb import rfc3339
-from worker.adapters.history_writer import message_item
 
 pytestmark = pytest.mark.integration
 

@@ -29,9 +29,9 @@ from typing import Any
 import pytest
 
 from localaws import fold_model
+from localaws.history_writer import message_item
 from tests.integration.conftest import Stack
 from worker.adapters.dynamodb import STATE_KEY
-from worker.adapters.history_writer import message_item
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

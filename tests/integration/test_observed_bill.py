@@ -26,10 +26,10 @@ import boto3
 import pytest
 
 from localaws.endpoints import DUMMY_CLIENT_ARGS
+from localaws.history_writer import message_item
 from localaws.model_stage import ModelStage, answer_item, put_answer, rfc3339
 from tests.conftest import captured_logs
 from tests.integration.conftest import Stack, running_worker
-from worker.adapters.history_writer import message_item
 from worker.caching.observed import CacheExpectation
 from worker.memory import estimate_tokens
 

@@ -1,7 +1,8 @@
 """What the worker tells its operators: metrics, traces across the queues, liveness, and a
 turn's telemetry (one span, ``trace_id`` on every log line, the turn's counters).
 
-Owns: :mod:`~worker.telemetry.metrics` (EMF), :mod:`~worker.telemetry.tracing` (the X-Ray
+Owns: :mod:`~worker.telemetry.metrics` (EMF) and :mod:`~worker.telemetry.metric_names` (every
+metric declared once), :mod:`~worker.telemetry.tracing` (the X-Ray
 propagator), :mod:`~worker.telemetry.liveness` and :mod:`~worker.telemetry.probe` (the liveness
 file and ``worker health``), :mod:`~worker.telemetry.hooks` (the hooks the turn reports into).
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from localaws.history_writer import message_item, state_item
 from localaws.model_stage import ModelStage, answer_item
 from tests.conftest import settings as make_settings
 from worker.adapters.dynamodb import history_page, model_usage
-from worker.adapters.history_writer import message_item, state_item
 from worker.caching.observed import CacheExpectation
 from worker.memory import FoldState, HistoryMessage, WindowLimits, bound_history, render_converse
 from worker.planning import plan_turn

@@ -15,13 +15,13 @@ import botocore.session
 import pytest
 from botocore.validate import ParamValidator
 
+from localaws.history_writer import message_item, state_item
 from worker.adapters.dynamodb import (
     anchor_request,
     fold_claim_request,
     fold_release_request,
     history_page_query,
 )
-from worker.adapters.history_writer import message_item, state_item
 from worker.adapters.ledger import (
     claim_request,
     command_get_request,

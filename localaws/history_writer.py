@@ -1,11 +1,11 @@
 """Writes history items as the contract lays them out: the demo's seed, the tests' and the
 benchmark's, in one place.
 
-The stage itself never writes messages (the writer upstream does); this is the one copy of
-that writer's layout here, so a seed cannot drift from what the stage reads
-(:mod:`worker.adapters.dynamodb`). :func:`write_items` sends BatchWriteItem calls of 25 and
-sends again what DynamoDB leaves unprocessed (it does under throttling), with a bounded
-backoff; items still unprocessed after the last attempt are a :class:`StoreUnavailable`
+The stage itself never writes messages (the writer upstream does), so this lives with the other
+stages' stand-ins; it is the one copy of that writer's layout here, so a seed cannot drift from
+what the stage reads (:mod:`worker.adapters.dynamodb`). :func:`write_items` sends BatchWriteItem
+calls of 25 and sends again what DynamoDB leaves unprocessed (it does under throttling), with a
+bounded backoff; items still unprocessed after the last attempt are a :class:`StoreUnavailable`
 naming counts, never content.
 """
 

@@ -13,8 +13,7 @@ from typing import Any
 
 import pytest
 
-from worker.adapters.dynamodb import DynamoHistoryStore
-from worker.adapters.history_writer import (
+from localaws.history_writer import (
     UNPROCESSED_ATTEMPTS,
     UNPROCESSED_BACKOFF,
     WRITE_BATCH,
@@ -22,6 +21,7 @@ from worker.adapters.history_writer import (
     state_item,
     write_items,
 )
+from worker.adapters.dynamodb import DynamoHistoryStore
 from worker.errors import StoreUnavailable
 
 TABLE = "history"
