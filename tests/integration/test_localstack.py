@@ -250,7 +250,7 @@ async def test_rejections_reach_the_dead_letter_queue_with_their_reason_and_redr
     async with running_worker(stack.settings()):
         while await depth(stack, url) < len(bodies):
             await asyncio.sleep(0.1)
-    inspection = await dlq.inspect(SqsQueue(stack.clients.sqs, url))
+    inspection = await dlq.inspect(SqsQueue(stack.clients.sqs, url), retention_seconds=1_209_600)
     assert inspection.by_reason == {
         "body is not valid JSON (Expecting property name enclosed in double quotes at "
         "position 1)": 1,
