@@ -1,0 +1,134 @@
+"""Part 10's replay (bench/load/answered.py, bench/parts/observed_bill.py): the loop closed
+through the stored answers, the tokens the stand-in counts, the pricing and the page."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from bench.load.answered import (
+    CHANGED_SYSTEM_PROMPT,
+    SYSTEM_PROMPT,
+    answered_turns,
+    billed_units,
+    request_tokens,
+)
+from bench.load.replay import replay_plans, replayed_conversations
+from bench.parts import observed_bill
+from bench.reports.observed_bill import markdown, targets
+from localaws.bedrock_cache import chars_per_token
+from worker.adapters.dynamodb import model_usage
+from worker.settings import Settings
+
+SETTINGS = Settings.at_defaults()
+ALIGNED = replace(SETTINGS.plan_config, cache_aligned=True)
+
+
+def conversation_and_times() -> tuple[object, list[float]]:
+    conversation = replayed_conversations(3)[2]
+    times = [90.0 * turn for turn in range(1, conversation.turns + 1)]
+    return conversation.at(times), times
+
+
+def model_stage() -> object:
+    return observed_bill.model_stage(observed_bill.BASELINE, 10)
+
+
+def test_answers_stored_without_their_bill_leave_the_plans_as_the_replay_makes_them() -> None:
+    """GIVEN an older writer (no ``model_usage``) THEN every turn's plan is part 8's."""
+    conversation, times = conversation_and_times()
+
+    answered = list(
+        answered_turns(conversation, ALIGNED, times, settings=SETTINGS, stage=model_stage(),
+                       bill_stored=False)
+    )  # fmt: skip
+    replayed = list(replay_plans(conversation, ALIGNED, times, settings=SETTINGS))
+
+    assert [a.plan.view for a in answered] == [plan.view for plan in replayed]
+    assert all(a.plan.page.usage == () for a in answered)
+    assert all("model_usage" not in a.item for a in answered)
+
+
+def test_each_page_carries_the_bills_of_its_answers_as_the_stage_parses_the_stored_items() -> None:
+    """GIVEN answers stored with ``model_usage`` THEN turn t's page holds, newest first, the
+    bill of each answer on it, as :func:`model_usage` reads that answer's item."""
+    conversation, times = conversation_and_times()
+
+    answered = list(
+        answered_turns(conversation, ALIGNED, times, settings=SETTINGS, stage=model_stage())
+    )
+
+    for turn in answered[1:]:
+        on_page = [m.seq for m in turn.plan.page.messages if m.role == "assistant"]
+        assert [bill.seq for bill in turn.plan.page.usage] == on_page
+        for bill in turn.plan.page.usage:
+            assert bill == model_usage(answered[bill.seq // 2 - 1].item, bill.seq)  # type: ignore[arg-type]
+    assert answered[-1].plan.observed.calibration.samples > 0
+
+
+def test_request_tokens_count_each_boundary_estimated_and_real_the_system_prompt_first() -> None:
+    view = {
+        "system": [{"text": "a" * 40}, {"cachePoint": {"type": "default"}}],
+        "messages": [
+            {"role": "user", "content": [{"text": "b" * 80}, {"cachePoint": {"type": "default"}},
+                                         {"text": "c" * 8}]},
+        ],
+    }  # fmt: skip
+
+    tokens = request_tokens(view, "s" * 10, chars_per_token(2))
+
+    assert tokens.estimated == (0, 10, 30, 32)
+    assert tokens.real == (5, 25, 65, 69)
+    assert tokens.points == (1, 2)
+    assert (tokens.boundary_of(30), tokens.boundary_of(31), tokens.boundary_of(0)) == (2, None, 0)
+
+
+def test_the_bill_is_priced_one_uncached_a_tenth_read_and_each_write_at_its_ttl() -> None:
+    usage = {
+        "inputTokens": 100,
+        "cacheReadInputTokens": 1_000,
+        "cacheWriteInputTokens": 300,
+        "cacheDetails": [{"ttl": "1h", "inputTokens": 200}, {"ttl": "5m", "inputTokens": 100}],
+    }
+    assert billed_units(usage) == pytest.approx(100 + 100 + 400 + 125)
+    assert billed_units({"inputTokens": 42}) == 42
+
+
+def test_the_system_prompt_changes_at_the_middle_call_of_the_conversation() -> None:
+    """GIVEN the deviation of the model stage's system prompt THEN it is the changed one from
+    the middle call on, and the stand-in says so on that call only."""
+    deviation = next(d for d in observed_bill.DEVIATIONS if d.prompt_change)
+    conversation, times = conversation_and_times()
+    stage = observed_bill.model_stage(deviation, conversation.turns)
+
+    answered = list(answered_turns(conversation, ALIGNED, times, settings=SETTINGS, stage=stage))
+
+    middle = observed_bill.change_call(conversation.turns)
+    assert [t.turn for t in answered if t.answer.system_prompt_changed] == [middle]
+    prompts = {observed_bill.system_prompt_at(deviation, conversation.turns, t.turn)
+               for t in answered[middle - 1:]}  # fmt: skip
+    assert prompts == {CHANGED_SYSTEM_PROMPT}
+    assert observed_bill.system_prompt_at(deviation, conversation.turns, 1) == SYSTEM_PROMPT
+
+
+def test_one_conversation_replayed_renders_the_page_with_every_target() -> None:
+    """GIVEN one conversation under every contender and deviation THEN each contender's
+    bill is a share of sliding's, and the page names every target with a verdict."""
+    figures = observed_bill.Figures()
+    figures.merge(observed_bill.replay(replayed_conversations(2)[1], SETTINGS))
+    document = {
+        "command": "test", "measured_at": "now", "cores": 2, "jobs": 1, "every": 1,
+        "conversations": figures.conversations, "turns": figures.turns,
+        "tree": {"commit": "abc", "changed": []}, "min_tokens": 1_024,
+        "system_prompt_tokens": 294, "replay_seconds": 1.0, "replay_cpu_seconds": 1.0,
+        "seconds": 1.0, **observed_bill.summary(figures),
+    }  # fmt: skip
+
+    page = markdown(document)
+
+    none = document["deviations"][0]["contenders"]
+    assert none["sliding"]["billed_share"] == pytest.approx(1.0)
+    assert 0 < none["cache-aligned, bill"]["billed_share"] < 1
+    for target, _, _ in targets(document):
+        assert target in page
