@@ -41,6 +41,14 @@ async def test_a_command_in_gives_the_exact_payload_out(stack: Stack) -> None:
             "estimated_tokens": 240,
             "left_out": 0,
         },
+        # The view's estimate: the summary (16 characters: 4 tokens), the window's 240 and the
+        # question (26 characters: 7); its one point after the summary, 4 tokens in, is far
+        # below the model's minimum, so no read is expected.
+        "cache": {
+            "prompt_tokens": 4 + 240 + 7,
+            "expected_read_tokens": 0,
+            "points": [{"ttl": "5m", "prefix_tokens": 4}],
+        },
         "converse": {
             "system": [{"text": "The fold so far."}, {"cachePoint": {"type": "default"}}],
             "messages": [
