@@ -113,7 +113,10 @@ class CallCounter:
             code = parsed.get("Error", {}).get("Code", http_response.status_code)
             self.failed[f"{label} {code}"] += 1
             return
-        capacity = float(parsed.get("ConsumedCapacity", {}).get("CapacityUnits", 0.0))
+        consumed = parsed.get("ConsumedCapacity", {})
+        # BatchWriteItem (the done marks) answers a list, one entry per table.
+        entries = consumed if isinstance(consumed, list) else [consumed]
+        capacity = sum(float(entry.get("CapacityUnits", 0.0)) for entry in entries)
         if label.startswith("dynamodb.Query"):
             count, scanned = int(parsed.get("Count", 0)), int(parsed.get("ScannedCount", 0))
             self.query_items += count
