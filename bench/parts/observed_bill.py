@@ -30,7 +30,8 @@ conversations: :mod:`bench.parts.observed_worker`. Run::
 
     .venv/bin/python -m bench.parts.observed_bill            # ~7 min on 2 cores
     .venv/bin/python -m bench.parts.observed_bill --quick    # every 40th conversation, 2 x 10
-    .venv/bin/python -m bench.parts.observed_bill --write    # also docs/benchmarks/observed_bill.md
+    .venv/bin/python -m bench.parts.observed_bill --write    # also observed_bill.md, and
+                                                             # into docs/BENCHMARKS.md
 """
 
 from __future__ import annotations
@@ -518,7 +519,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--quick", action="store_true", help="every 40th conversation, 2 x 10 "
                         "turns through the worker: a smoke run")  # fmt: skip
-    parser.add_argument("--write", action="store_true", help=f"write {DOC.name} (docs/benchmarks)")
+    parser.add_argument("--write", action="store_true", help=f"write {DOC.name} (docs/benchmarks), "
+                        "put the figures into docs/benchmarks/results.json and re-render "
+                        "docs/BENCHMARKS.md from it")  # fmt: skip
     parser.add_argument("--no-worker", action="store_true", help="the in-memory replay only")
     args = parser.parse_args(argv)
 
@@ -529,8 +532,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     text = page.markdown(document)
     print(text)
     if args.write:
+        from bench.reports import report
+
         write_page(document)
         say(f"wrote {DOC}")
+        report.rewrite_with("observed_bill", document)
     return 0
 
 

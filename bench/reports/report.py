@@ -16,18 +16,26 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.reports import fold_gap, model_bill, report_latency, scaling, sections, telemetry
+from bench.reports import (
+    fold_gap,
+    model_bill,
+    observed_bill,
+    report_latency,
+    scaling,
+    sections,
+    telemetry,
+)
 from bench.reports.plots import plots
-from bench.reports.sections import calls_by_purpose
+from bench.reports.sections import VERDICTS, calls_by_purpose
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DOC = REPO_ROOT / "docs" / "BENCHMARKS.md"
 RESULTS = DOC.parent / "benchmarks" / "results.json"
 
 
-def targets(doc: dict[str, Any]) -> list[tuple[str, str, bool]]:
-    """(target, measured, met) for every part of ``doc``."""
-    out: list[tuple[str, str, bool]] = []
+def targets(doc: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
+    """(target, measured, met) for every part of ``doc``; met None: nothing to judge it on."""
+    out: list[tuple[str, str, bool | None]] = []
     rows = {r["messages"]: r for r in doc["trim_messages"]["results"]}
     if 10_000 in rows:
         ratio = rows[10_000]["ratio_trim_over_window"]
@@ -70,6 +78,7 @@ def targets(doc: dict[str, Any]) -> list[tuple[str, str, bool]]:
     if "telemetry" in doc:
         out.append(telemetry.target_line(doc["telemetry"], full_load_cpu_ms(doc)))
     out += model_bill.targets(doc["model_bill"])
+    out += observed_bill.targets(doc["observed_bill"])
     return out
 
 
@@ -78,9 +87,8 @@ def full_load_cpu_ms(doc: dict[str, Any]) -> float:
 
 
 def verdicts(doc: dict[str, Any]) -> list[str]:
-    return [
-        f"{'MET ' if met else 'MISSED'}  {target}: {figure}" for target, figure, met in targets(doc)
-    ]
+    words = {True: "MET   ", False: "MISSED", None: "N/A   "}
+    return [f"{words[met]}  {target}: {figure}" for target, figure, met in targets(doc)]
 
 
 def markdown(doc: dict[str, Any], out_dir: Path, out_doc: Path) -> str:
@@ -115,14 +123,15 @@ def markdown(doc: dict[str, Any], out_dir: Path, out_doc: Path) -> str:
         "",
         "| target | measured | |",
         "| --- | --- | --- |",
-        *(f"| {t} | {f} | {'met' if m else '**missed**'} |" for t, f, m in targets(doc)),
+        *(f"| {t} | {f} | {VERDICTS[m]} |" for t, f, m in targets(doc)),
     ]
     parts = [
         sections.part1(doc, rel), sections.part1b(doc), sections.part2(doc, rel),
         sections.part3(doc, rel), report_latency.injected_section(doc, rel),
         sections.part4(doc, rel), sections.part5(doc), fold_gap.section(doc["fold_gap"]),
         telemetry.markdown(doc["telemetry"], full_load_cpu_ms(doc)) if "telemetry" in doc else [],
-        model_bill.section(doc["model_bill"], rel), notes(doc),
+        model_bill.section(doc["model_bill"], rel),
+        observed_bill.section(doc["observed_bill"], rel), notes(doc),
     ]  # fmt: skip
     for part in parts:
         lines += ["", *part]

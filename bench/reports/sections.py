@@ -14,6 +14,8 @@ NAMES = {
     "replay": "pure API replay (ceiling)",
 }
 PURPOSES = ("turn", "idempotency", "compaction")
+#: A target's verdict in a Targets table; None: nothing measured to judge it on.
+VERDICTS = {True: "met", False: "**missed**", None: "n/a"}
 
 
 def table(heads: Sequence[str], rows: Iterable[Sequence[object]]) -> list[str]:

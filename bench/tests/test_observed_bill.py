@@ -4,6 +4,7 @@ through the stored answers, the tokens the stand-in counts, the pricing and the 
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -16,7 +17,7 @@ from bench.load.answered import (
 )
 from bench.load.replay import replay_plans, replayed_conversations
 from bench.parts import observed_bill
-from bench.reports.observed_bill import markdown, targets
+from bench.reports.observed_bill import markdown, section, targets
 from localaws.bedrock_cache import chars_per_token
 from worker.adapters.dynamodb import model_usage
 from worker.settings import Settings
@@ -112,12 +113,12 @@ def test_the_system_prompt_changes_at_the_middle_call_of_the_conversation() -> N
     assert observed_bill.system_prompt_at(deviation, conversation.turns, 1) == SYSTEM_PROMPT
 
 
-def test_one_conversation_replayed_renders_the_page_with_every_target() -> None:
-    """GIVEN one conversation under every contender and deviation THEN each contender's
-    bill is a share of sliding's, and the page names every target with a verdict."""
+@pytest.fixture(scope="module")
+def document() -> dict[str, Any]:
+    """The part's figures of one conversation under every contender and deviation."""
     figures = observed_bill.Figures()
     figures.merge(observed_bill.replay(replayed_conversations(2)[1], SETTINGS))
-    document = {
+    return {
         "command": "test", "measured_at": "now", "cores": 2, "jobs": 1, "every": 1,
         "conversations": figures.conversations, "turns": figures.turns,
         "tree": {"commit": "abc", "changed": []}, "min_tokens": 1_024,
@@ -125,6 +126,12 @@ def test_one_conversation_replayed_renders_the_page_with_every_target() -> None:
         "seconds": 1.0, **observed_bill.summary(figures),
     }  # fmt: skip
 
+
+def test_one_conversation_replayed_renders_the_page_with_every_target(
+    document: dict[str, Any],
+) -> None:
+    """GIVEN one conversation under every contender and deviation THEN each contender's
+    bill is a share of sliding's, and the page names every target with a verdict."""
     page = markdown(document)
 
     none = document["deviations"][0]["contenders"]
@@ -132,3 +139,25 @@ def test_one_conversation_replayed_renders_the_page_with_every_target() -> None:
     assert 0 < none["cache-aligned, bill"]["billed_share"] < 1
     for target, _, _ in targets(document):
         assert target in page
+
+
+def test_the_benchmarks_section_gives_each_deviations_bills_and_links_the_page(
+    document: dict[str, Any],
+) -> None:
+    """GIVEN the part's figures THEN its section of docs/BENCHMARKS.md has one row per
+    deviation: sliding's billed units a turn, both cache-aligned bills as shares of it and
+    the history the loop saw; the rest is on the page it links."""
+    lines = section(document, "benchmarks")
+
+    assert lines[0] == "## 10. The bill, observed"
+    assert "[`benchmarks/observed_bill.md`](benchmarks/observed_bill.md)" in lines[2]
+    rows = lines[lines.index("| --- | ---: | ---: | ---: | ---: |") + 1 :]
+    assert len(rows) == len(observed_bill.DEVIATIONS)
+    for row, deviation in zip(rows, document["deviations"], strict=True):
+        c = deviation["contenders"]
+        loop = c["cache-aligned, bill"]
+        assert row == (
+            f"| {deviation['name']} | {c['sliding']['billed_per_turn']:,.0f} "
+            f"| {c['cache-aligned, no bill']['billed_share']:.1%} "
+            f"| **{loop['billed_share']:.1%}** | {loop['history_share']:.1%} |"
+        )
