@@ -52,13 +52,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from worker.caching.observed import PRICE_READ, PRICE_WRITE, TTL_SECONDS
 from worker.memory.converse import CacheTtl
 from worker.memory.tokens import estimate_tokens
 
 RefreshRule = Literal["strict", "lenient"]
-
-_TTL_SECONDS: dict[CacheTtl, float] = {"5m": 300.0, "1h": 3600.0}
-_WRITE_MULTIPLIER: dict[CacheTtl, float] = {"5m": 1.25, "1h": 2.0}
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +67,7 @@ class CacheRules:
     ttl: CacheTtl = "5m"
     lookback_blocks: int = 20
     max_points: int = 4
-    read_multiplier: float = 0.1
+    read_multiplier: float = PRICE_READ
     #: The model stage's own system prompt, placed before the view's system blocks.
     system_prompt_tokens: int = 0
     #: Whether the model stage sets a cache point after its own system prompt.
@@ -80,7 +78,7 @@ class CacheRules:
     @property
     def ttl_seconds(self) -> float:
         """The life of a point that carries no ``ttl`` of its own."""
-        return _TTL_SECONDS[self.ttl]
+        return TTL_SECONDS[self.ttl]
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,15 +134,15 @@ def price_turn(
         if point > read_at:
             live[request.digests[point]] = (at + life, life)
             written_through = request.tokens_through(point)
-            if life >= _TTL_SECONDS["1h"]:
+            if life >= TTL_SECONDS["1h"]:
                 long_through = written_through
     written = written_through - read
     uncached = request.tokens_through(len(request.digests) - 1) - read - written
     long_written = long_through - read
     billed = (
         uncached
-        + long_written * _WRITE_MULTIPLIER["1h"]
-        + (written - long_written) * _WRITE_MULTIPLIER["5m"]
+        + long_written * PRICE_WRITE["1h"]
+        + (written - long_written) * PRICE_WRITE["5m"]
         + read * rules.read_multiplier
     )
     cost = TurnCost(read=read, written=written, uncached=uncached, billed=billed)
@@ -210,9 +208,9 @@ def _life(block: Mapping[str, Any], rules: CacheRules) -> float:
     ttl = block["cachePoint"].get("ttl")
     if ttl is None:
         return rules.ttl_seconds
-    if ttl not in _TTL_SECONDS:
+    if ttl not in TTL_SECONDS:
         raise ValueError("a cache point's ttl is 5m or 1h")
-    return _TTL_SECONDS[ttl]
+    return TTL_SECONDS[ttl]
 
 
 def _view_lives(

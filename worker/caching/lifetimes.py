@@ -41,7 +41,14 @@ from datetime import datetime
 from itertools import pairwise, product
 from typing import Literal
 
-from worker.caching.observed import NOTHING_OBSERVED, Observation
+from worker.caching.observed import (
+    NOTHING_OBSERVED,
+    PRICE_INPUT,
+    PRICE_READ,
+    PRICE_WRITE,
+    TTL_SECONDS,
+    Observation,
+)
 from worker.memory.converse import CacheTtl, ConverseView, cache_point_prefixes
 from worker.memory.history_window import Window, WindowLimits
 from worker.memory.tokens import estimate_tokens
@@ -65,10 +72,11 @@ PRIOR_WEIGHT = 1.0
 PRIOR_FIVE_MINUTES = 0.5
 PRIOR_ONE_HOUR = 0.5
 
-_LIFE: dict[CacheTtl, float] = {"5m": 300.0, "1h": 3600.0}
-_WRITE: dict[PointTtl, float] = {"1h": 2.0, "5m": 1.25, None: 1.0}
+_LIFE = TTL_SECONDS
+#: Each choice's price per written token (no point: the segment is sent uncached).
+_WRITE: dict[PointTtl, float] = {**{ttl: PRICE_WRITE[ttl] for ttl in _LIFE}, None: PRICE_INPUT}
 #: What a hit saves per token against writing the prefix again at 5 minutes' price.
-_HIT_SAVES = 1.25 - 0.1
+_HIT_SAVES = PRICE_WRITE["5m"] - PRICE_READ
 _ORDER: tuple[PointTtl, ...] = ("1h", "5m", None)
 #: Tried in this order, so that of equal costs the shorter TTL is kept.
 _CANDIDATES: tuple[PointTtl, ...] = ("5m", "1h", None)
