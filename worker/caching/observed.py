@@ -38,7 +38,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Literal
 
-from worker.memory.converse import CacheTtl, ConverseView
+from worker.memory.converse import CacheTtl, ConverseView, cache_points
 from worker.memory.tokens import estimate_tokens
 
 Cause = Literal["expired", "stage_changed_prefix", "below_minimum", "ttl_downgraded", "unexplained"]
@@ -123,14 +123,7 @@ class CacheExpectation:
 def view_points(view: ConverseView) -> tuple[ExpectedPoint, ...]:
     """The view's cache points in order: each one's TTL (``5m`` without one, Bedrock's
     default) and the estimated tokens before it."""
-    points: list[ExpectedPoint] = []
-    tokens = 0
-    for block in (*view.system, *(b for m in view.messages for b in m["content"])):
-        if "cachePoint" not in block:
-            tokens += estimate_tokens(block["text"])
-        elif "text" not in block:  # (narrows the union to the cache point)
-            points.append(ExpectedPoint(block["cachePoint"].get("ttl", "5m"), tokens))
-    return tuple(points)
+    return tuple(ExpectedPoint(ttl, prefix) for ttl, prefix in cache_points(view))
 
 
 def view_tokens(view: ConverseView) -> int:

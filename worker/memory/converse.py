@@ -170,18 +170,25 @@ def _add_history_cache_points(
     messages[-1]["content"].append(_cache_point())
 
 
-def cache_point_prefixes(view: ConverseView) -> tuple[int, ...]:
-    """The estimated tokens of the view before each of its cache points, in order (the
-    model stage's own system prompt not counted)."""
-    prefixes: list[int] = []
+def cache_points(view: ConverseView) -> tuple[tuple[CacheTtl, int], ...]:
+    """Each cache point of the view, in order: its ``ttl`` (``5m`` without one, Bedrock's
+    default) and the estimated tokens of the view before it (the model stage's own system
+    prompt not counted)."""
+    points: list[tuple[CacheTtl, int]] = []
     tokens = 0
     blocks = [*view.system, *(block for message in view.messages for block in message["content"])]
     for block in blocks:
-        if "cachePoint" in block:
-            prefixes.append(tokens)
-        else:
+        if "cachePoint" not in block:
             tokens += estimate_tokens(block["text"])
-    return tuple(prefixes)
+        elif "text" not in block:  # (narrows the union to the cache point)
+            points.append((block["cachePoint"].get("ttl", "5m"), tokens))
+    return tuple(points)
+
+
+def cache_point_prefixes(view: ConverseView) -> tuple[int, ...]:
+    """The estimated tokens of the view before each of its cache points, in order (the
+    model stage's own system prompt not counted)."""
+    return tuple(prefix for _, prefix in cache_points(view))
 
 
 def with_cache_ttls(view: ConverseView, ttls: tuple[CacheTtl | None, ...]) -> ConverseView:
