@@ -21,6 +21,7 @@ error           service: what botocore reads              HTTP  botocore retries
 ``unavailable`` the same as ``server``, HTTP 503          503   transient
 ``unprocessed`` DynamoDB ``BatchWriteItem``: 200 with     200   not at all: the caller must
                 every item back in ``UnprocessedItems``         retry what is left
+``denied``      S3 ``AccessDenied``                       403   not at all
 =============== ========================================= ===== ==============================
 
 DynamoDB speaks JSON 1.0 (``__type`` ``com.amazonaws.dynamodb.v20120810#…``, and
@@ -63,6 +64,8 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from urllib.parse import urlsplit
+
+from localaws.http_wire import read_body, read_head, read_response, write_response
 
 HOST = "127.0.0.1"
 CONTROL_PREFIX = "/fault-proxy/"
@@ -109,6 +112,9 @@ ERRORS: dict[tuple[str, str], tuple[int, str, str | None, str]] = {
     ("s3", "throttling"): (503, "SlowDown", None, "Please reduce your request rate."),
     ("s3", "server"): (500, "InternalError", None, "We encountered an internal error."),
     ("s3", "unavailable"): (503, "ServiceUnavailable", None, "Service unavailable"),
+    # A read the role may not make: S3 answers GetObject on an object under a KMS key the
+    # caller may not use for decryption this way, HeadObject on it still shows the object.
+    ("s3", "denied"): (403, "AccessDenied", None, "Access Denied"),
 }
 
 
@@ -314,42 +320,10 @@ class FaultProxy:
             up_writer.transport.abort()
 
 
-async def _read_head(reader: asyncio.StreamReader) -> tuple[str, dict[str, str]] | None:
-    try:
-        raw = await reader.readuntil(b"\r\n\r\n")
-    except asyncio.IncompleteReadError as exc:
-        if not exc.partial:
-            return None
-        raise
-    lines = raw.decode("latin-1").split("\r\n")
-    headers = {}
-    for line in lines[1:]:
-        if line:
-            name, _, value = line.partition(":")
-            headers[name.strip().lower()] = value.strip()
-    return lines[0], headers
-
-
-async def _read_body(reader: asyncio.StreamReader, headers: dict[str, str]) -> bytes | None:
-    """The body by Content-Length or chunks; None when neither says (read to the end)."""
-    if "chunked" in headers.get("transfer-encoding", "").lower():
-        chunks = []
-        while True:
-            size = int((await reader.readuntil(b"\r\n")).split(b";")[0], 16)
-            if size == 0:
-                await reader.readuntil(b"\r\n")
-                return b"".join(chunks)
-            chunks.append(await reader.readexactly(size))
-            await reader.readexactly(2)
-    if "content-length" in headers:
-        return await reader.readexactly(int(headers["content-length"]))
-    return None
-
-
 async def read_request(
     reader: asyncio.StreamReader, writer: asyncio.StreamWriter
 ) -> Request | None:
-    head = await _read_head(reader)
+    head = await read_head(reader)
     if head is None:
         return None
     line, headers = head
@@ -357,46 +331,9 @@ async def read_request(
         writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
         await writer.drain()
     method, target, _ = line.split(" ", 2)
-    body = await _read_body(reader, headers) or b""
+    body = await read_body(reader, headers) or b""
     service, operation = recognise(method, target, headers)
     return Request(method, target, headers, body, service, operation)
-
-
-async def read_response(
-    reader: asyncio.StreamReader, *, head: bool
-) -> tuple[int, dict[str, str], bytes]:
-    found = await _read_head(reader)
-    if found is None:
-        raise ConnectionError("the server closed without answering")
-    line, headers = found
-    status = int(line.split(" ", 2)[1])
-    if head or status in (204, 304):
-        body = b""
-    else:
-        read = await _read_body(reader, headers)
-        body = read if read is not None else await reader.read()
-    headers.pop("transfer-encoding", None)
-    headers.pop("connection", None)
-    if not head:
-        headers["content-length"] = str(len(body))
-    return status, headers, body
-
-
-def write_response(
-    writer: asyncio.StreamWriter,
-    status: int,
-    headers: dict[str, str],
-    body: bytes,
-    *,
-    head: bool = False,
-) -> None:
-    lines = [f"HTTP/1.1 {status} {'OK' if status < 400 else 'Error'}"]
-    names = {name.lower() for name in headers}
-    lines += [f"{name}: {value}" for name, value in headers.items()]
-    if "content-length" not in names and not head:
-        lines.append(f"Content-Length: {len(body)}")
-    lines += ["", ""]
-    writer.write("\r\n".join(lines).encode("latin-1") + (b"" if head else body))
 
 
 @contextlib.contextmanager

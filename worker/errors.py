@@ -6,6 +6,7 @@
      ├── ConfigError          the deployment is wrong: the worker refuses to start (exit 2)
      ├── ObjectMissing        a payload pointer names no object (the reader rejects the command)
      ├── ObjectTooLarge       a payload object is over the reader's bound (it rejects the command)
+ ├── ObjectKeyRefused     a payload object is under a KMS key the role may not use (rejected)
      ├── RejectedCommand      the command can never be served: to the DLQ with the reason, at once
      └── RetryableError       the command may succeed later: back to the queue, with backoff
           ├── StoreUnavailable       DynamoDB/SQS/S3 throttled, timed out, 5xx or unreachable
@@ -39,6 +40,16 @@ class ObjectTooLarge(WorkerError):
     def __init__(self, max_bytes: int) -> None:
         super().__init__(f"the object is over {max_bytes} bytes")
         self.max_bytes = max_bytes
+
+
+class ObjectKeyRefused(WorkerError):
+    """S3 refused a read (HTTP 403) of an object encrypted under a KMS key, and would show the
+    object's metadata: the object is there, and it is the key the role may not use. Names the
+    key (its id or ARN, as S3 reports it), never the object's content."""
+
+    def __init__(self, key_id: str) -> None:
+        super().__init__(f"the object is encrypted under a KMS key the role may not use: {key_id}")
+        self.key_id = key_id
 
 
 class RejectedCommand(WorkerError):

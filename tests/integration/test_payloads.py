@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from localaws.fault_proxy import Fault, FaultProxy
 from tests.conftest import captured_logs
 from tests.converse_rules import assert_model_ready
 from tests.integration.conftest import Stack, body_of, running_worker
@@ -231,3 +232,57 @@ async def test_without_a_bucket_a_large_payload_is_retried_with_a_clear_error_an
     bucket, key = read_like_the_extended_client(message)
     data, _ = await s3_object(stack, bucket, key)
     assert json.loads(data)["message"] == secret
+
+
+async def test_a_pointer_to_an_object_under_another_kms_key_is_refused_at_once_naming_it(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """GIVEN a producer wrote the command's object under a KMS key of its own, which the
+    stage's role may not use (S3 answers GetObject 403, and shows the object's key on
+    HeadObject: moto checks no key policy, so a proxy in front of its S3 answers the 403),
+    THEN the command goes to the dead-letter queue on its first receive with the key named,
+    not retried into it with no reason."""
+    bucket = stack.env["PAYLOAD_BUCKET"]
+    key = await _kms_key(stack)
+    body = json.dumps(command("c-other-key", "What does clause 9 say?"))
+    await stack.clients.s3.put_object(
+        Bucket=bucket,
+        Key="in/other-key.json",
+        Body=body.encode(),
+        ServerSideEncryption="aws:kms",
+        SSEKMSKeyId=key,
+    )
+    pointer = json.dumps([POINTER_CLASS, {"s3BucketName": bucket, "s3Key": "in/other-key.json"}])
+    await stack.clients.sqs.send_message(
+        QueueUrl=stack.env["CONVERSE_QUEUE_URL"],
+        MessageBody=pointer,
+        MessageAttributes={SIZE_ATTRIBUTE: {"DataType": "Number", "StringValue": str(len(body))}},
+    )
+    proxy = FaultProxy(stack.endpoint)
+    endpoint = await proxy.start()
+    try:
+        proxy.inject(Fault("s3", "denied", operations=("GetObject",)))
+        monkeypatch.setenv("AWS_ENDPOINT_URL_S3", endpoint)
+        with captured_logs() as logs:
+            async with running_worker(stack.settings()):
+                [dead] = await stack.drain(await stack.dead_letter_url(), expect=1)
+    finally:
+        await proxy.close()
+    assert dead["Body"] == pointer
+    [rejected] = [e for e in logs if e["event"] == "clerk.converse_command_rejected"]
+    assert rejected["receive_count"] == 1
+    reason = dead["MessageAttributes"]["RejectionReason"]["StringValue"]
+    assert reason == (
+        f"the S3 pointer's object is encrypted under a KMS key this stage may not use: {key}"
+    )
+    assert proxy.snapshot().of("s3", "GetObject") == (1, 1)
+
+
+async def _kms_key(stack: Stack) -> str:
+    """A key in moto's KMS: the producer's own."""
+    import boto3
+
+    from localaws.endpoints import DUMMY_CLIENT_ARGS
+
+    kms = boto3.client("kms", endpoint_url=stack.endpoint, **DUMMY_CLIENT_ARGS)
+    return str(kms.create_key(Description="a producer's own key")["KeyMetadata"]["Arn"])

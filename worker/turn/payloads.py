@@ -20,6 +20,7 @@ from worker.delivery.pointers import (
 )
 from worker.errors import (
     ObjectAccessDenied,
+    ObjectKeyRefused,
     ObjectMissing,
     ObjectTooLarge,
     PayloadTooLarge,
@@ -61,6 +62,12 @@ async def resolve_body(
     except ObjectTooLarge:
         raise RejectedCommand(
             f"the S3 pointer's object is over PAYLOAD_MAX_BYTES ({inbound.max_bytes})"
+        ) from None
+    except ObjectKeyRefused as exc:
+        # Another key's object stays unreadable however often it is tried: refused at once.
+        raise RejectedCommand(
+            f"the S3 pointer's object is encrypted under a KMS key this stage may not use: "
+            f"{exc.key_id}"
         ) from None
     except ObjectAccessDenied as exc:
         log.error(

@@ -11,7 +11,14 @@ import pytest
 from botocore.exceptions import ClientError, ConnectTimeoutError, ReadTimeoutError
 
 from worker.adapters.s3 import S3ObjectStore
-from worker.errors import ObjectAccessDenied, ObjectMissing, ObjectTooLarge, StoreUnavailable
+from worker.errors import (
+    ObjectAccessDenied,
+    ObjectKeyRefused,
+    ObjectMissing,
+    ObjectTooLarge,
+    RetryableError,
+    StoreUnavailable,
+)
 
 BOUND = 100
 
@@ -61,8 +68,11 @@ class FakeS3:
         content_length: int | None = -1,  # -1: the true length; None: no header
         call_error: BaseException | None = None,
         read_error: BaseException | None = None,
+        head: dict[str, Any] | None = None,
     ) -> None:
         self._call_error = call_error
+        #: HeadObject's answer; None: it fails as GetObject did (the role may not read it).
+        self._head = head
         self.body = Body(data, read_error)
         self._length = len(data) if content_length == -1 else content_length
 
@@ -73,6 +83,11 @@ class FakeS3:
         if self._length is not None:
             response["ContentLength"] = self._length
         return response
+
+    async def head_object(self, *, Bucket: str, Key: str) -> dict[str, Any]:
+        if self._head is None:
+            raise self._call_error or client_error("403", 403)
+        return self._head
 
 
 async def test_an_object_is_read_whole_across_partial_reads() -> None:
@@ -132,6 +147,40 @@ async def test_a_403_is_access_denied_naming_bucket_and_code_and_stays_retryable
     assert (caught.value.bucket, caught.value.code) == ("mira-payloads", code)
     assert str(caught.value) == f"s3.GetObject failed: {code} (HTTP 403)"
     assert "PRIVILEGED" not in str(caught.value)
+
+
+KEY_ARN = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+
+
+async def test_a_403_on_an_object_s3_shows_under_a_kms_key_is_that_key_refused() -> None:
+    """GIVEN GetObject answers 403 and HeadObject (which needs s3:GetObject, not kms:Decrypt)
+    shows the object under a KMS key, THEN the key is what the role may not use: the error
+    names it, and is no retryable error (the same key refuses every try)."""
+    head = {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": KEY_ARN}
+    store = S3ObjectStore(FakeS3(call_error=client_error("AccessDenied", 403), head=head))
+    with pytest.raises(ObjectKeyRefused) as caught:
+        await store.get("mira-payloads", "key", max_bytes=BOUND)
+    assert caught.value.key_id == KEY_ARN
+    assert not isinstance(caught.value, RetryableError)
+
+
+@pytest.mark.parametrize(
+    ("head", "expected"),
+    [
+        ({"ServerSideEncryption": "AES256"}, ObjectAccessDenied),
+        ({}, ObjectAccessDenied),
+        ({"ServerSideEncryption": "aws:kms:dsse", "SSEKMSKeyId": "x" * 500}, ObjectKeyRefused),
+    ],
+    ids=["SSE-S3: the 403 is the policy's", "no encryption shown", "a key S3 spells oddly"],
+)
+async def test_a_403_is_the_keys_only_when_s3_shows_a_kms_key(
+    head: dict[str, Any], expected: type[Exception]
+) -> None:
+    store = S3ObjectStore(FakeS3(call_error=client_error("AccessDenied", 403), head=head))
+    with pytest.raises(expected) as caught:
+        await store.get("mira-payloads", "key", max_bytes=BOUND)
+    if isinstance(caught.value, ObjectKeyRefused):
+        assert caught.value.key_id == "(a key S3 does not name)"
 
 
 @pytest.mark.parametrize(
