@@ -35,7 +35,9 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import traceback
 import warnings
+from pathlib import Path
 from typing import Literal, TextIO
 
 import structlog
@@ -155,6 +157,24 @@ def _show_warning(
 
 def get_logger() -> structlog.stdlib.BoundLogger:
     return structlog.get_logger("worker")  # type: ignore[no-any-return]
+
+
+#: The ``worker`` package's directory: frames under it are the stage's own.
+_PACKAGE_ROOT = Path(__file__).resolve().parent
+
+
+def raised_at(exc: BaseException) -> str:
+    """Where ``exc`` was raised, as ``worker/…/module.py:line in function``: the innermost
+    frame of this package (a library's own frames say less to an operator), or of any code
+    when none is ours. Names code, never values."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return "unknown"
+    ours = [frame for frame in frames if _PACKAGE_ROOT in Path(frame.filename).parents]
+    frame = (ours or frames)[-1]
+    path = Path(frame.filename)
+    shown = path.relative_to(_PACKAGE_ROOT.parent) if _PACKAGE_ROOT in path.parents else path.name
+    return f"{shown}:{frame.lineno} in {frame.name}"
 
 
 def log_failure(event: str, exc: BaseException, **fields: object) -> None:

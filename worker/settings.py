@@ -358,8 +358,11 @@ class Settings(BaseSettings):
             min_tokens=self.prompt_cache_min_tokens,
         )
 
-    def consumer_policy(self, *, visibility_timeout: int) -> ConsumerPolicy:
-        """The consumer's knobs, with the converse queue's visibility timeout."""
+    def consumer_policy(
+        self, *, visibility_timeout: int, max_receive_count: int | None = None
+    ) -> ConsumerPolicy:
+        """The consumer's knobs, with the converse queue's visibility timeout and the
+        receives after which its redrive policy dead-letters a message."""
         return ConsumerPolicy(
             concurrency=self.worker_concurrency,
             wait_seconds=self.receive_wait_seconds,
@@ -368,6 +371,7 @@ class Settings(BaseSettings):
             retry_base_seconds=self.retry_base_seconds,
             retry_max_seconds=self.retry_max_seconds,
             lease_max_seconds=self.lease_max_seconds,
+            max_receive_count=max_receive_count,
         )
 
     @property

@@ -114,6 +114,7 @@ async def test_the_emf_output_meets_the_specification_and_counts_exactly_what_wa
     assert {name: total[name] for name in m.COUNTERS} == {
         m.COMMANDS_SERVED: 7,
         m.COMMANDS_REJECTED: 3,
+        m.COMMANDS_FAILED: 0,
         m.COMMANDS_RETRIED: 0,
         m.DUPLICATES_SKIPPED: 1,
         m.FOLD_GAP_MESSAGES: 6 * 16,

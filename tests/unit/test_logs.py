@@ -8,6 +8,7 @@ would hide ``logging.lastResort``) and which would outlive the test in the proce
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -189,3 +190,23 @@ def test_the_console_format_renders_library_records_for_humans_too() -> None:
     [line] = out.stdout.splitlines()
     assert "library.log" in line and "botocore.credentials" in line
     assert SECRET not in line
+
+
+def test_a_defect_is_placed_at_the_packages_innermost_frame_by_file_line_and_function() -> None:
+    """``raised_at`` names code, never values: a TypeError raised inside the package is placed
+    in the package's file and function; one raised in a library called from it, at the
+    package's frame that called it."""
+    from worker.logs import raised_at
+    from worker.memory.tokens import estimate_tokens
+
+    try:
+        estimate_tokens(None)  # type: ignore[arg-type]
+    except TypeError as exc:
+        inside = raised_at(exc)
+    assert re.fullmatch(r"worker/memory/tokens\.py:\d+ in estimate_tokens", inside)
+    try:
+        json.loads("{PRIVILEGED")
+    except ValueError as exc:
+        outside = raised_at(exc)
+    assert re.fullmatch(r"decoder\.py:\d+ in raw_decode", outside)  # no frame of the package
+    assert "PRIVILEGED" not in inside + outside

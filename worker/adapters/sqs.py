@@ -59,6 +59,15 @@ def fifo_token(value: str) -> str:
     return hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+def max_receive_count(policy: str) -> int | None:
+    """The ``maxReceiveCount`` a RedrivePolicy names; None when it names none readable."""
+    try:
+        count = json.loads(policy).get("maxReceiveCount")
+        return int(count) if int(count) >= 1 else None
+    except (ValueError, AttributeError, TypeError):
+        return None
+
+
 def dead_letter_target(policy: str) -> tuple[str, str]:
     """The account and queue name of the dead-letter queue a RedrivePolicy names.
 
@@ -250,7 +259,9 @@ class SqsQueue:
         with aws_call("sqs.GetQueueUrl"):
             found = await self._client.get_queue_url(QueueName=name, QueueOwnerAWSAccountId=account)
         return QueueDescription(
-            visibility_timeout=visibility, dead_letter=SqsQueue(self._client, found["QueueUrl"])
+            visibility_timeout=visibility,
+            dead_letter=SqsQueue(self._client, found["QueueUrl"]),
+            max_receive_count=max_receive_count(policy),
         )
 
 
@@ -326,6 +337,8 @@ class BatchingSender:
 class QueueDescription:
     visibility_timeout: int
     dead_letter: SqsQueue | None
+    #: The receives after which SQS moves a message to ``dead_letter`` (its RedrivePolicy).
+    max_receive_count: int | None = None
 
 
 def _attribute_value(value: str | int) -> MessageAttributeValueTypeDef:

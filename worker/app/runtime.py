@@ -255,7 +255,9 @@ async def run_worker(
             source=batched.source(converse),
             stage=batched.stage(stage),
             dead_letters=offloading(description.dead_letter, clients, settings),
-            policy=settings.consumer_policy(visibility_timeout=visibility),
+            policy=settings.consumer_policy(
+                visibility_timeout=visibility, max_receive_count=description.max_receive_count
+            ),
             telemetry=ops.telemetry,
             liveness=ops.liveness,
             probes={"dynamodb": TableProbe(clients.dynamodb, settings.history_table)},

@@ -3,10 +3,12 @@ still be served.
 
 Two kinds of message end up there. *Rejected* commands were put there by the stage itself,
 with a ``RejectionReason`` attribute: they are invalid and stay invalid. *Retry-exhausted*
-commands were moved there by SQS's redrive policy after ``maxReceiveCount`` receives (an
-outage, a defect since fixed): they have no reason, and redriving them is what the
-dead-letter queue is for. A redriven command that was in fact served before is deleted
-by the stage without a second forward (the ``cmd#`` ledger).
+commands failed on every receive (an outage, a permission, a defect since fixed): the stage
+dead-letters one that fails on its last receive itself, with a ``LastFailure`` attribute
+saying what failed; SQS's redrive policy moves any other after ``maxReceiveCount`` receives,
+with no reason. Redriving them is what the dead-letter queue is for. A redriven command that
+was in fact served before is deleted by the stage without a second forward (the ``cmd#``
+ledger).
 
 Nothing here prints or logs a body. Inspection holds each message invisible while it
 counts, then makes it visible again; a redrive deletes a message only once its copy was
@@ -30,12 +32,13 @@ from dataclasses import dataclass, field
 from worker.adapters.sqs import OutboundMessage, SqsQueue
 from worker.adapters.sqs_admin import QueueAdmin
 from worker.cli.arguments import MAX_RATE, MIN_RATE
+from worker.delivery.outcomes import DEAD_LETTERED_ID, LAST_FAILURE, REJECTION_REASON
 from worker.delivery.pointers import LEGACY_SIZE_ATTRIBUTE, SIZE_ATTRIBUTE
 from worker.ports import ReceivedMessage
 
-REASON_ATTRIBUTE = "RejectionReason"
+REASON_ATTRIBUTE = REJECTION_REASON
 #: Attributes the stage adds when it dead-letters; a redriven copy goes back without them.
-STAGE_ATTRIBUTES = frozenset({REASON_ATTRIBUTE, "RejectedMessageId"})
+STAGE_ATTRIBUTES = frozenset({REJECTION_REASON, LAST_FAILURE, DEAD_LETTERED_ID})
 #: Attributes SQS types as Number (the Extended Client's size); the rest are strings.
 NUMBER_ATTRIBUTES = frozenset({SIZE_ATTRIBUTE, LEGACY_SIZE_ATTRIBUTE})
 RETRY_EXHAUSTED = "(retry exhausted: no RejectionReason)"
@@ -87,7 +90,13 @@ def expiry(left: float | None) -> str:
 
 
 def reason_of(message: ReceivedMessage) -> str:
-    return message.attributes.get(REASON_ATTRIBUTE) or RETRY_EXHAUSTED
+    """A rejected command's reason; for a retry-exhausted one, its last failure when the
+    stage dead-lettered it on its last receive, else that SQS moved it without one."""
+    if rejected := message.attributes.get(REJECTION_REASON):
+        return rejected
+    if failure := message.attributes.get(LAST_FAILURE):
+        return f"(retry exhausted: {failure})"
+    return RETRY_EXHAUSTED
 
 
 @dataclass(frozen=True, slots=True)

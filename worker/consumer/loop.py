@@ -5,9 +5,10 @@
   a slot freed one at a time would otherwise be refilled by a ReceiveMessage of one.
 - Leases (:mod:`worker.consumer.leases`) keep the visibility of the messages in hand; outcomes
   (:mod:`worker.consumer.settling`) delete, dead-letter or return them.
-- Failures: a failed receive is logged and backed off, and so is anything unexpected (by
-  type, never content); while handled messages keep failing, polling slows too, so an
-  outage does not burn receive counts towards the dead-letter queue.
+- Failures: a failed receive is logged and backed off; while handled messages keep failing
+  on a dependency, polling slows too, so an outage does not burn receive counts towards the
+  dead-letter queue. A turn that raises something unexpected (a defect) is logged by type
+  and place, never content, and comes back alone: the others are not slowed.
 - Outages (:mod:`worker.consumer.outages`): while a dependency every turn needs fails for
   everyone, nothing is received, the turns that failed on it are held (leases kept) and run
   again once a probe succeeds; the loop keeps beating while it probes.
@@ -39,8 +40,8 @@ from worker.consumer.pacing import (
 )
 from worker.consumer.settling import Outcomes
 from worker.delivery.batching import MAX_BATCH
-from worker.delivery.outcomes import Done, Outcome, Retry
-from worker.logs import get_logger, log_failure
+from worker.delivery.outcomes import Done, Failed, Outcome, Retry
+from worker.logs import get_logger, log_failure, raised_at
 from worker.ports import MessageSender, MessageSource, ReceivedMessage
 from worker.telemetry.hooks import Telemetry
 from worker.telemetry.liveness import Liveness
@@ -225,9 +226,6 @@ class Consumer:
                 started = self._clock.monotonic()
                 outcome = await self._handle(message)
             turn.finished(outcome)
-            if outcome is None:
-                self._failure_streak += 1
-                return
             if isinstance(outcome, Done):
                 self._failure_streak = 0
             elif isinstance(outcome, Retry) and outcome.failure:
@@ -237,13 +235,16 @@ class Consumer:
             except Exception as exc:
                 log_failure("clerk.converse_outcome_failed", exc)
 
-    async def _handle(self, message: ReceivedMessage) -> Outcome | None:
-        """The stage's outcome; None for a defect (logged by type; the message comes back)."""
+    async def _handle(self, message: ReceivedMessage) -> Outcome:
+        """The stage's outcome; :class:`Failed` for a defect, logged by its type and where it
+        was raised (never its text). A defect is this command's alone: it neither slows the
+        polling nor counts against a dependency."""
         try:
             return await self._stage.handle(message)
-        except Exception as exc:  # a defect, not the message's fault: let it come back
-            log.error("clerk.converse_command_failed", error_type=type(exc).__name__)
-            return None
+        except Exception as exc:
+            where = raised_at(exc)
+            log.error("clerk.converse_command_failed", error_type=type(exc).__name__, where=where)
+            return Failed(f"{type(exc).__name__} at {where}")
 
     async def _drain(self) -> None:
         if not self._in_flight:

@@ -43,6 +43,13 @@ class ConsumerPolicy:
     retry_base_seconds: float
     retry_max_seconds: float
     lease_max_seconds: float
+    #: The receives after which SQS dead-letters a message (None: not known). On that last
+    #: receive a failed turn is dead-lettered by the consumer itself, with its reason.
+    max_receive_count: int | None = None
+
+    def last_receive(self, receive_count: int) -> bool:
+        """Whether a message received ``receive_count`` times will not be delivered again."""
+        return self.max_receive_count is not None and receive_count >= self.max_receive_count
 
     @property
     def beat_seconds(self) -> float:

@@ -4,8 +4,10 @@ Each received message yields one :data:`~worker.delivery.outcomes.Outcome`. ``Do
 deletes it (deletes leave in batches of ten, or after a short linger, and each entry SQS
 refuses is logged);
 ``Rejected`` sends it to the dead-letter queue with the reason, then deletes it;
-``Retry`` returns it to the queue after a delay, by default a jittered backoff on its
-receive count.
+``Retry`` and ``Failed`` return it to the queue after a delay, by default a jittered backoff
+on its receive count. On a message's last receive (the redrive policy's ``maxReceiveCount``),
+a failure is dead-lettered here, with ``LastFailure`` saying what failed, rather than left
+for SQS to move with nothing to say why.
 """
 
 from __future__ import annotations
@@ -15,7 +17,16 @@ from collections.abc import Sequence
 from worker.consumer.leases import Leases, log_refused
 from worker.consumer.pacing import DELETE_LINGER_SECONDS, ConsumerPolicy
 from worker.delivery.batching import Batcher
-from worker.delivery.outcomes import Done, Outcome, Rejected, Retry
+from worker.delivery.outcomes import (
+    DEAD_LETTERED_ID,
+    LAST_FAILURE,
+    REJECTION_REASON,
+    Done,
+    Failed,
+    Outcome,
+    Rejected,
+    Retry,
+)
 from worker.logs import get_logger, log_failure
 from worker.ports import MessageSender, MessageSource, ReceivedMessage
 from worker.timing import Clock, Jitter
@@ -50,30 +61,37 @@ class Outcomes:
         )
 
     async def act(self, message: ReceivedMessage, outcome: Outcome) -> None:
+        last = self._policy.last_receive(message.receive_count)
         match outcome:
             case Done():
                 self._deleter.submit(message)
             case Rejected(reason=reason):
-                await self._dead_letter(message, reason)
-            case Retry(delay=delay):
-                seconds = (
-                    round(delay)
-                    if delay is not None
-                    else self._policy.retry_delay(message.receive_count, self._jitter)
+                log.warning("clerk.converse_command_rejected", reason=reason)
+                await self._dead_letter(message, {REJECTION_REASON: reason})
+            case Retry(error=error, failure=True) | Failed(error=error) if last:
+                # SQS would move it on the next receive, with nothing to say why.
+                log.warning("clerk.converse_command_retries_exhausted", error=error)
+                await self._dead_letter(message, {LAST_FAILURE: error})
+            case Retry(delay=delay) if delay is not None:
+                await self._leases.set_visibility(
+                    [message], round(delay), "clerk.converse_retry_failed"
                 )
+            case Retry() | Failed():
+                seconds = self._policy.retry_delay(message.receive_count, self._jitter)
                 await self._leases.set_visibility([message], seconds, "clerk.converse_retry_failed")
 
     async def close(self) -> None:
         await self._deleter.close()
 
-    async def _dead_letter(self, message: ReceivedMessage, reason: str) -> None:
-        log.warning("clerk.converse_command_rejected", reason=reason)
+    async def _dead_letter(self, message: ReceivedMessage, why: dict[str, str]) -> None:
+        """Send ``message`` to the dead-letter queue with ``why`` among its attributes, then
+        delete it; a failed send leaves it to come back."""
         try:
             await self._dead_letters.send(
                 message.body,
                 group_id=message.message_id,
                 deduplication_id=message.message_id,
-                attributes={"RejectionReason": reason, "RejectedMessageId": message.message_id},
+                attributes={**why, DEAD_LETTERED_ID: message.message_id},
             )
         except Exception as exc:
             log_failure("clerk.converse_dead_letter_failed", exc)

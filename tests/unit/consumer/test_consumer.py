@@ -4,15 +4,18 @@ delays and beats; failures that never end a loop; a stop that never hides a mess
 from __future__ import annotations
 
 import asyncio
+import re
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, Unpack
 
 import pytest
 
 from tests.conftest import captured_logs, settings
 from tests.unit.clock import FakeClock
+from worker.consumer import loop
 from worker.consumer.loop import Consumer
 from worker.consumer.pacing import ConsumerPolicy
 from worker.delivery.outcomes import Done, Outcome, Rejected, Retry
@@ -374,9 +377,12 @@ async def test_an_unexpected_receive_failure_is_logged_by_type_and_the_loop_carr
     assert "PRIVILEGED" not in repr(logs)
 
 
-async def test_a_turn_that_raises_is_logged_by_type_and_its_message_left_to_come_back(
+async def test_a_turn_that_raises_is_logged_by_type_and_place_and_comes_back_after_the_backoff(
     run: Run,
 ) -> None:
+    """A defect is the command's own: logged by its type and where it was raised (never its
+    text), returned with the usual backoff by receive count, and no failure streak slows the
+    next receive."""
     run.queue.put(*messages(1))
     run.stage.error = ValueError("PRIVILEGED")
     with captured_logs() as logs:
@@ -388,9 +394,76 @@ async def test_a_turn_that_raises_is_logged_by_type_and_its_message_left_to_come
         "m0",
         1,
     )
+    # Raised outside the package (by the test's stage), it names the package's innermost frame.
+    assert re.fullmatch(r"worker/consumer/loop\.py:\d+ in _handle", failed["where"])
     assert run.queue.deleted == []
-    assert run.queue.visibility == []
+    assert run.queue.visibility == [(0.0, "m0", 2)]  # receive 1: 2 s, at the highest jitter
     assert "PRIVILEGED" not in repr(logs)
+
+
+#: Where a defect of the test's stage (outside the package) is said to be raised: the
+#: package's innermost frame, the consumer's call of the stage.
+HANDLED_AT = next(
+    f"worker/consumer/loop.py:{number} in _handle"
+    for number, line in enumerate(Path(loop.__file__).read_text(encoding="utf-8").splitlines(), 1)
+    if line.strip() == "return await self._stage.handle(message)"
+)
+
+
+async def test_a_defect_does_not_slow_the_receives_of_other_commands(run: Run) -> None:
+    """Unlike a dependency's failure, a turn that raises adds nothing to the failure streak:
+    the receives go on at once."""
+    run.queue.put(*messages(3))
+    run.stage.error = ValueError("PRIVILEGED")
+    run.start(policy(worker_concurrency=1))
+    await run.stop_at(2.0)
+    assert [at for at, _ in run.queue.asked[:4]] == [0.0, 0.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize(
+    ("outcome", "reason"),
+    [
+        (None, f"ValueError at {HANDLED_AT}"),
+        (Retry("dynamodb.Query failed: AccessDeniedException (HTTP 400)"),
+         "dynamodb.Query failed: AccessDeniedException (HTTP 400)"),
+    ],
+    ids=["a defect", "a dependency's failure"],
+)  # fmt: skip
+async def test_a_failure_on_the_last_receive_is_dead_lettered_with_what_failed(
+    run: Run, outcome: Retry | None, reason: str
+) -> None:
+    """GIVEN the redrive policy's maxReceiveCount is 5, WHEN a command fails on its fifth
+    receive, THEN the stage sends it to the dead-letter queue itself, with ``LastFailure``
+    saying what failed, and deletes it: SQS would have moved it without a word."""
+    run.queue.put(*messages(1, receive_count=5))
+    if outcome is None:
+        run.stage.error = ValueError("PRIVILEGED")
+    else:
+        run.stage.outcome = outcome
+    with captured_logs() as logs:
+        run.start(replace(policy(), max_receive_count=5))
+        await run.stop_at(1.0)
+    assert run.queue.sent == [("{}", {"LastFailure": reason, "RejectedMessageId": "m0"})]
+    assert run.queue.deleted == ["m0"]
+    assert run.queue.visibility == []
+    [exhausted] = [e for e in logs if e["event"] == "clerk.converse_command_retries_exhausted"]
+    assert exhausted["error"] == reason
+
+
+async def test_before_the_last_receive_and_when_busy_elsewhere_nothing_is_dead_lettered(
+    run: Run,
+) -> None:
+    run.queue.put(*messages(1, receive_count=4))
+    run.stage.error = ValueError("PRIVILEGED")
+    run.start(replace(policy(), max_receive_count=5))
+    await run.stop_at(1.0)
+    later = Run()
+    later.queue.put(*messages(1, receive_count=5))
+    later.stage.outcome = Retry("in progress elsewhere", delay=7, failure=False)
+    later.start(replace(policy(), max_receive_count=5))
+    await later.stop_at(1.0)
+    assert (run.queue.sent, later.queue.sent) == ([], [])
+    assert (run.queue.visibility, later.queue.visibility) == ([(0.0, "m0", 16)], [(0.0, "m0", 7)])
 
 
 async def test_a_refused_delete_entry_is_logged_not_assumed_away(run: Run) -> None:

@@ -12,7 +12,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from tests.conftest import captured_logs
 from tests.unit.clock import FakeClock
-from worker.delivery.outcomes import Done, Rejected, Retry
+from worker.delivery.outcomes import Done, Failed, Rejected, Retry
 from worker.logs import get_logger
 from worker.memory import (
     ConverseView,
@@ -154,11 +154,11 @@ def test_outcomes_count_rejections_by_kind_retries_and_failures(
 ) -> None:
     book = MetricsBook()
     spy = Telemetry(metrics=book, tracer=sdk_tracer(exporter), clock=FakeClock())
-    for outcome in (Rejected("message is blank"), Retry("throttled"), None, Done()):
+    for outcome in (Rejected("message is blank"), Retry("throttled"), Failed("E at x"), Done()):
         with spy.turn(received(), received_at=0.0) as turn:
             turn.finished(outcome)
     tally = book.take()
-    assert tally.counts == {m.COMMANDS_REJECTED: 1, m.COMMANDS_RETRIED: 2}
+    assert tally.counts == {m.COMMANDS_REJECTED: 1, m.COMMANDS_RETRIED: 1, m.COMMANDS_FAILED: 1}
     assert tally.rejected == {"blank_message": 1}
     statuses = [s.status.status_code for s in exporter.get_finished_spans()]
     assert statuses == [StatusCode.UNSET, StatusCode.UNSET, StatusCode.ERROR, StatusCode.UNSET]
