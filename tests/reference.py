@@ -9,6 +9,8 @@ fails when a committed page differs from what this renders now.
 - ``docs/reference/commands.md``: the parser :func:`worker.cli.build_parser` builds;
 - ``docs/reference/events.md``: the declarations in :mod:`worker.events`;
 - ``docs/reference/metrics.md``: the declarations in :mod:`worker.telemetry.metric_names`;
+- ``docs/reference/stored-items.md``: :mod:`worker.adapters.stored_attributes`
+  (``tests/reference_stored.py``);
 - ``docs/reference/index.md``, linking them;
 - in ``docs/RUNBOOK.md`` (otherwise written by hand), the table of events to act on, between
   its two markers.
@@ -31,6 +33,7 @@ import annotated_types
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
+from tests.reference_stored import stored_items_page
 from worker.cli import EXIT_CONFIG, build_parser
 from worker.events import EVENTS, LIBRARY, Event
 from worker.settings import Settings
@@ -62,6 +65,9 @@ def pages(root: Path = ROOT) -> dict[Path, str]:
         REFERENCE / "commands.md": commands_page(),
         REFERENCE / "events.md": events_page(),
         REFERENCE / "metrics.md": metrics_page(),
+        REFERENCE / "stored-items.md": stored_items_page(
+            GENERATED.format(source="worker/adapters/stored_attributes.py")
+        ),
         RUNBOOK: runbook_page((root / RUNBOOK).read_text()),
     }
 
@@ -96,6 +102,9 @@ def index_page() -> str:
             "and what the operator does (`worker/events.py`).",
             "- [Metrics](metrics.md): every CloudWatch metric the stage writes, its unit, when "
             "it is written, its dimensions and meaning (`worker/telemetry/metric_names.py`).",
+            "- [Stored items](stored-items.md): every attribute the stage reads from the history "
+            "table, its type and range, who writes it, and what the stage does when it is "
+            "malformed (`worker/adapters/stored_attributes.py`).",
             "",
             "What to do when an alarm fires or an event asks for action: the "
             "[runbook](../RUNBOOK.md).",

@@ -281,11 +281,24 @@ EVENTS: tuple[Event, ...] = (
     Event(
         "clerk.converse_command_failed",
         ("error",),
-        "A turn raised an unexpected exception (a defect), logged by type; the message comes "
-        "back after its visibility timeout.",
-        "Report it with `error_type`. Repeated, the command reaches the dead-letter queue as "
-        "retry-exhausted: `worker dlq redrive` once the defect is fixed.",
-        fields=("error_type",),
+        "A turn raised an unexpected exception (a defect), logged by its type and `where` it "
+        "was raised (file, line, function; never its text). The message comes back alone, "
+        "after the usual backoff: the other commands are not slowed.",
+        "Report it with `error_type` and `where`. On its last receive the command is "
+        "dead-lettered with them as its `LastFailure` "
+        "(`clerk.converse_command_retries_exhausted`): `worker dlq redrive` once the defect "
+        "is fixed.",
+        fields=("error_type", "where"),
+    ),
+    Event(
+        "clerk.converse_command_retries_exhausted",
+        ("warning",),
+        "A command failed on its last receive (the converse queue's `maxReceiveCount`): a "
+        "dependency's failure or a defect. The stage sent it to the dead-letter queue itself, "
+        "with `error` as its `LastFailure`, instead of leaving SQS to move it without one.",
+        "Fix what `error` names (an operation and its code, or a defect's type and place), "
+        "then `worker dlq redrive` sends it back.",
+        fields=("error",),
     ),
     Event(
         "clerk.converse_history_entries_dropped",
@@ -295,6 +308,34 @@ EVENTS: tuple[Event, ...] = (
         "The history writer stored a malformed item: find it by `conversation_id` and fix "
         "the writer.",
         fields=("count", "reasons"),
+    ),
+    Event(
+        "clerk.converse_bill_dropped",
+        ("warning",),
+        "An answer's stored bill (`model_usage`, at `seq`) is malformed: `attribute` and "
+        "`reason` say how (docs/reference/stored-items.md). It was dropped whole, and the turn "
+        "went on as if that answer had no bill.",
+        "Fix the model stage's writer of `model_usage`; `worker bill --conversation ID` lists "
+        "the bills dropped.",
+        fields=("seq", "attribute", "reason"),
+    ),
+    Event(
+        "clerk.converse_stored_attribute_ignored",
+        ("warning",),
+        "A stored attribute that may be absent is malformed (`attribute`, `reason`; on a "
+        "message at `seq`, or on the `state` item): the turn was served reading it as absent, "
+        "the safe reading docs/reference/stored-items.md gives for it.",
+        "Fix the writer named for the attribute in docs/reference/stored-items.md; the stage's "
+        "own marks repair themselves at the next write.",
+        fields=("attribute", "reason", "seq", "item"),
+    ),
+    Event(
+        "clerk.converse_sent_at_ignored",
+        ("warning",),
+        "The command's `sent_at` is not an RFC 3339 time with a zone within the stage's range "
+        "(`reason`): the receive time stood in for it.",
+        "Fix the producer's clock or its spelling of `sent_at`.",
+        fields=("reason",),
     ),
     Event(
         "clerk.converse_history_window_bounded",

@@ -31,6 +31,21 @@ class ReceivedMessage:
 
 
 @dataclass(frozen=True, slots=True)
+class StoredDefect:
+    """A stored attribute that is not what the table declares: which one (``model_usage.…``
+    for a member of a bill), why (never its value), and the message's seq (None: the
+    ``state`` item)."""
+
+    attribute: str
+    reason: str
+    seq: int | None = None
+
+    def describe(self) -> str:
+        """``attribute: reason``, the form a rejection's reason takes."""
+        return f"{self.attribute}: {self.reason}"
+
+
+@dataclass(frozen=True, slots=True)
 class HistoryPage:
     """A conversation's newest items, read newest first: the fold state and the messages.
 
@@ -40,7 +55,9 @@ class HistoryPage:
     cache-aligned window's anchor as the ``state`` item holds it (``window_anchor`` and
     ``window_anchor_folded_through``): None when either is missing or malformed. ``usage``
     holds the bills the writer stored with the page's answers (``model_usage``), newest
-    first: empty when it stores none.
+    first: empty when it stores none; ``bills_dropped`` the bills left out as malformed.
+    ``ignored``: attributes read as their safe reading (absent); ``refusal``: a ``state``
+    attribute no reading makes safe, which refuses the command.
     """
 
     state: FoldState
@@ -50,6 +67,9 @@ class HistoryPage:
     queries: int = 1
     anchor: WindowAnchor | None = None
     usage: tuple[ModelUsage, ...] = ()
+    bills_dropped: tuple[StoredDefect, ...] = ()
+    ignored: tuple[StoredDefect, ...] = ()
+    refusal: StoredDefect | None = None
 
     def extended_by(self, older_page: HistoryPage) -> HistoryPage:
         """This page followed by the next older one (whose state item, if any, is ignored)."""
@@ -61,6 +81,9 @@ class HistoryPage:
             queries=self.queries + older_page.queries,
             anchor=self.anchor,
             usage=self.usage + older_page.usage,
+            bills_dropped=self.bills_dropped + older_page.bills_dropped,
+            ignored=self.ignored + older_page.ignored,
+            refusal=self.refusal,
         )
 
 

@@ -14,7 +14,7 @@ the history table's layout (``../shared/CONTRACT.md``, "The bill, observed"). Tu
 4. the answer item is laid out by :func:`localaws.model_stage.answer_item` and stored
    (``bill_stored`` False: without its ``model_usage``, as an older writer stores it); the
    pages read after it carry ``usage`` parsed from the stored items by the stage's own
-   reader, :func:`worker.adapters.dynamodb.model_usage`.
+   reader, :func:`worker.adapters.stored_items.read_bill`.
 
 Also here: the model stage's system prompts (:data:`SYSTEM_PROMPT`, about 300 estimated
 tokens, and the one it changes to mid-conversation), and :func:`request_tokens`, the
@@ -40,7 +40,7 @@ from bench.load.replay import (
     stamp,
 )
 from localaws.model_stage import Item, ModelAnswer, ModelStage, answer_item, rfc3339
-from worker.adapters.dynamodb import model_usage
+from worker.adapters.stored_bills import read_bill
 from worker.caching.observed import ModelUsage
 from worker.memory import estimate_tokens
 from worker.planning import PlanConfig, TurnPlan, plan_turn
@@ -106,8 +106,8 @@ class AnsweredHistory(ReplayedHistory):
 
     def store_answer(self, seq: int, item: Item) -> None:
         self.answers[seq] = item
-        bill = model_usage(item, seq)  # type: ignore[arg-type]
-        if bill is not None:
+        bill = read_bill(item.get("model_usage"), seq)
+        if isinstance(bill, ModelUsage):
             self.bills[seq] = bill
 
     async def load_page(

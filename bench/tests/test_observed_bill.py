@@ -19,7 +19,7 @@ from bench.load.replay import replay_plans, replayed_conversations
 from bench.parts import observed_bill
 from bench.reports.observed_bill import markdown, section, targets
 from localaws.bedrock_cache import chars_per_token
-from worker.adapters.dynamodb import model_usage
+from worker.adapters.stored_bills import read_bill
 from worker.settings import Settings
 
 SETTINGS = Settings.at_defaults()
@@ -53,7 +53,7 @@ def test_answers_stored_without_their_bill_leave_the_plans_as_the_replay_makes_t
 
 def test_each_page_carries_the_bills_of_its_answers_as_the_stage_parses_the_stored_items() -> None:
     """GIVEN answers stored with ``model_usage`` THEN turn t's page holds, newest first, the
-    bill of each answer on it, as :func:`model_usage` reads that answer's item."""
+    bill of each answer on it, as :func:`read_bill` reads that answer's item."""
     conversation, times = conversation_and_times()
 
     answered = list(
@@ -64,7 +64,8 @@ def test_each_page_carries_the_bills_of_its_answers_as_the_stage_parses_the_stor
         on_page = [m.seq for m in turn.plan.page.messages if m.role == "assistant"]
         assert [bill.seq for bill in turn.plan.page.usage] == on_page
         for bill in turn.plan.page.usage:
-            assert bill == model_usage(answered[bill.seq // 2 - 1].item, bill.seq)  # type: ignore[arg-type]
+            stored = answered[bill.seq // 2 - 1].item["model_usage"]
+            assert bill == read_bill(stored, bill.seq)
     assert answered[-1].plan.observed.calibration.samples > 0
 
 

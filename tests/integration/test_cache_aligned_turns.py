@@ -42,7 +42,8 @@ import pytest
 import worker.app.runtime as runtime
 from tests.conftest import captured_logs
 from tests.integration.conftest import Stack, running_worker
-from worker.adapters.dynamodb import STATE_KEY, message_key, rfc3339, window_anchor
+from worker.adapters.dynamodb import STATE_KEY, message_key, rfc3339
+from worker.adapters.stored_items import read_state
 from worker.caching.anchor import WindowAnchor
 from worker.caching.bill_model import CacheRules, PromptCache, price_turn
 from worker.memory import HistoryMessage, bound_history, estimate_tokens
@@ -321,7 +322,7 @@ async def test_a_conversation_through_the_real_worker_keeps_its_prompt_prefix(
                     # The anchor stored is the one the log line names (a fallback keeps the
                     # stored one: it writes nothing).
                     state = await stack.state_item(c.conversation_id)
-                    stored = window_anchor(state)
+                    stored = read_state(state).anchor
                     if event["outcome"] == "fallback":
                         expected = event["stored_seq"], event["stored_folded_through"]
                     else:

@@ -30,7 +30,8 @@ from localaws.history_writer import message_item
 from localaws.model_stage import ModelStage, answer_item, put_answer, rfc3339
 from tests.conftest import captured_logs
 from tests.integration.conftest import Stack, running_worker
-from worker.caching.observed import CacheExpectation
+from tests.stored import bill_from
+from worker.caching.observed import ModelUsage
 from worker.memory import estimate_tokens
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -154,7 +155,8 @@ async def test_the_next_turn_checks_each_stored_bill_and_an_older_writer_changes
         for turn, payload in run.payloads.items():
             assert ("cache" in payload) == (turn > 1)
             if turn > 1:
-                assert CacheExpectation.from_json(payload["cache"]) is not None
+                stored = bill_from({"inputTokens": 0, "expected": payload["cache"]})
+                assert isinstance(stored, ModelUsage) and stored.expected is not None
                 assert payload["cache"]["points"] == view_points(payload)
 
     # The billed conversation: each turn checks the previous answer's bill.

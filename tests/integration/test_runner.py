@@ -165,9 +165,9 @@ async def test_malformed_history_entries_are_dropped_with_a_warning(stack: Stack
     assert dropped["log_level"] == "warning"
     assert dropped["count"] == 3
     assert dropped["reasons"] == {
-        "missing role": 1,
-        "unknown role": 1,
-        "content is not a string": 1,
+        "role: missing": 1,
+        "role: neither user nor assistant": 1,
+        "content: a number, not a string": 1,
     }
     assert dropped["conversation_id"] == "matter-4"
     assert dropped["command_id"] == "c-4"

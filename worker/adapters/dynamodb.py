@@ -7,16 +7,17 @@ and that the benchmark's replay calls too, so "the stage's own requests" stay th
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING
 
 from worker.adapters.client_errors import aws_call
-from worker.caching.anchor import SummarySnapshot, WindowAnchor
+from worker.adapters.stored_attributes import MESSAGE_PREFIX as MESSAGE_PREFIX
+from worker.adapters.stored_attributes import STATE_KEY as STATE_KEY
+from worker.adapters.stored_items import StateReading, read_message, read_state
+from worker.caching.anchor import WindowAnchor
 from worker.caching.observed import ModelUsage
 from worker.memory import CompactionPlan, FoldState, HistoryMessage
-from worker.memory.history_window import Role
-from worker.ports import HistoryPage
+from worker.ports import HistoryPage, StoredDefect
 
 if TYPE_CHECKING:  # the stubs are a dev dependency: nothing of them runs
     from types_aiobotocore_dynamodb import DynamoDBClient
@@ -27,13 +28,6 @@ if TYPE_CHECKING:  # the stubs are a dev dependency: nothing of them runs
         UpdateItemInputTypeDef,
     )
 
-    #: An item as DynamoDB's low-level API spells it: attribute name → typed value.
-    Item: TypeAlias = Mapping[str, AttributeValueTypeDef]
-
-STATE_KEY = "state"
-MESSAGE_PREFIX = "msg#"
-_ROLES: dict[str, Role] = {"user": "user", "assistant": "assistant"}
-#: The cache-aligned window's anchor on the ``state`` item (written by this stage only).
 ANCHOR_SET = "window_anchor = :anchor, window_anchor_folded_through = :anchor_folded"
 #: The summary in force for the anchor (fold-lagged), beside it on the same item.
 SNAPSHOT_ATTRIBUTES = ("window_summary", "window_summary_folded_through")
@@ -145,71 +139,44 @@ def fold_release_request(
 
 
 def history_page(response: QueryOutputTypeDef) -> HistoryPage:
-    """A history Query's answer as the stage reads it: the ``state`` item's fold state and
-    anchor, the well-formed messages newest first, one reason per malformed message item,
-    and where the next older page starts (DynamoDB's ``LastEvaluatedKey``), if it stopped
-    at the limit."""
-    state = FoldState()
-    anchor: WindowAnchor | None = None
+    """A history Query's answer as the stage reads it, every item through the one reader
+    (:mod:`worker.adapters.stored_items`): the ``state`` item's fold state and anchor (or the
+    refusal naming a state attribute no reading makes safe), the well-formed messages newest
+    first, one reason per message item left out, the answers' bills and the bills dropped,
+    the attributes read as absent, and where the next older page starts (DynamoDB's
+    ``LastEvaluatedKey``), if it stopped at the limit."""
+    state = StateReading()
     messages: list[HistoryMessage] = []
     malformed: list[str] = []
     usage: list[ModelUsage] = []
+    dropped: list[StoredDefect] = []
+    ignored: list[StoredDefect] = []
     for item in response.get("Items", []):
-        sk = item.get("sk", {}).get("S", "")
-        if sk == STATE_KEY:
-            state, anchor = _fold_state(item), window_anchor(item)
+        if item.get("sk") == {"S": STATE_KEY}:
+            state = read_state(item)
             continue
-        parsed = _history_message(item)
-        if isinstance(parsed, str):
-            malformed.append(parsed)
+        read = read_message(item)
+        if isinstance(read, str):
+            malformed.append(read)
             continue
-        messages.append(parsed)
-        if parsed.role == "assistant" and (bill := model_usage(item, parsed.seq)) is not None:
-            usage.append(bill)
+        messages.append(read.message)
+        ignored += read.ignored
+        if read.bill is not None:
+            usage.append(read.bill)
+        if read.dropped_bill is not None:
+            dropped.append(read.dropped_bill)
     older = response.get("LastEvaluatedKey", {}).get("sk", {}).get("S")
     return HistoryPage(
-        state=state,
+        state=state.state,
         messages=tuple(messages),
         malformed=tuple(malformed),
         older=older,
-        anchor=anchor,
+        anchor=state.anchor,
         usage=tuple(usage),
+        bills_dropped=tuple(dropped),
+        ignored=(*state.ignored, *ignored),
+        refusal=state.refusal,
     )
-
-
-def model_usage(item: Item, seq: int) -> ModelUsage | None:
-    """An answer's ``model_usage`` (the bill the writer stored with it), or None when it has
-    none or it is not one (an older writer's answer, or a malformed map: the turn then
-    behaves as without it)."""
-    value = item.get("model_usage")
-    if not isinstance(value, Mapping) or "M" not in value:
-        return None
-    return ModelUsage.from_json(seq, _plain(value))
-
-
-def _plain(value: object, depth: int = 0) -> object:
-    """A DynamoDB attribute value as a plain one (maps, lists, strings, numbers, booleans,
-    None); anything else, or nesting past 8 levels, as None."""
-    if not isinstance(value, Mapping) or len(value) != 1 or depth > 8:
-        return None
-    ((kind, inner),) = value.items()
-    if kind == "M" and isinstance(inner, Mapping):
-        return {str(key): _plain(member, depth + 1) for key, member in inner.items()}
-    if kind == "L" and isinstance(inner, list):
-        return [_plain(member, depth + 1) for member in inner]
-    if kind == "N" and isinstance(inner, str):
-        try:
-            return int(inner)
-        except ValueError:
-            try:
-                return float(inner)
-            except ValueError:
-                return None
-    if kind == "S" and isinstance(inner, str):
-        return inner
-    if kind == "BOOL" and isinstance(inner, bool):
-        return inner
-    return None
 
 
 class DynamoHistoryStore:
@@ -279,7 +246,18 @@ class DynamoHistoryStore:
 
 
 def _mark_unchanged(seen: FoldState) -> tuple[str, dict[str, AttributeValueTypeDef]]:
-    """The claim's one condition: the request mark's version is still the one read."""
+    """The claim's one condition: the request mark's version is still the one read. A
+    version that was not a count is compared as it stands: the same string or number, or,
+    of another type, any value of that type (no writer of this table stores one)."""
+    unreadable = seen.unreadable_version
+    if unreadable is not None:
+        kind, raw = unreadable
+        if raw is not None and kind in ("S", "N"):
+            value: AttributeValueTypeDef = {"S": raw} if kind == "S" else {"N": raw}
+            return "compaction_request_version = :seen", {":seen": value}
+        if not kind:
+            return "attribute_exists(compaction_request_version)", {}
+        return "attribute_type(compaction_request_version, :seen_type)", {":seen_type": {"S": kind}}
     if seen.request_version == 0:
         return "attribute_not_exists(compaction_request_version)", {}
     return "compaction_request_version = :seen", {":seen": {"N": str(seen.request_version)}}
@@ -343,96 +321,3 @@ def _snapshot_remove(anchor: WindowAnchor) -> str:
     if snapshot is None:
         return " REMOVE " + ", ".join(SNAPSHOT_ATTRIBUTES)
     return " REMOVE window_summary" if snapshot.summary is None else ""
-
-
-def window_anchor(item: Item) -> WindowAnchor | None:
-    """The anchor a ``state`` item holds; None when either attribute is missing or is not
-    a whole number in range (the window then re-anchors, as on a first turn)."""
-    seq = _whole_number(item, "window_anchor")
-    folded = _whole_number(item, "window_anchor_folded_through")
-    if seq is None or folded is None or seq < 1 or folded < 0:
-        return None
-    return WindowAnchor(seq=seq, folded_through=folded, snapshot=summary_snapshot(item))
-
-
-def summary_snapshot(item: Item) -> SummarySnapshot | None:
-    """The summary in force a ``state`` item holds for its anchor; None when its mark is
-    missing or malformed, or its text is not a string (the anchor then re-anchors when the
-    fold moves, as without one)."""
-    folded = _whole_number(item, "window_summary_folded_through")
-    if folded is None or folded < 0:
-        return None
-    value = item.get("window_summary")
-    if value is None:
-        return SummarySnapshot(None, folded)
-    text = value.get("S") if isinstance(value, Mapping) else None
-    return SummarySnapshot(text, folded) if isinstance(text, str) else None
-
-
-def _whole_number(item: Item, name: str) -> int | None:
-    value = item.get(name)
-    raw = value.get("N") if isinstance(value, Mapping) else None
-    if not isinstance(raw, str):
-        return None
-    try:
-        return int(raw)
-    except ValueError:
-        return None
-
-
-def _history_message(item: Item) -> HistoryMessage | str:
-    """A message, or the reason it is malformed (a reason, never its content)."""
-    stored = item.get("role", {}).get("S")
-    if stored is None:
-        return "missing role"
-    role = _ROLES.get(stored)
-    if role is None:
-        return "unknown role"
-    content = item.get("content", {})
-    if "S" not in content:
-        return "content is not a string"
-    seq = _seq(item)
-    if seq is None:
-        return "missing seq"
-    return HistoryMessage(seq=seq, role=role, content=content["S"], created_at=_created_at(item))
-
-
-def _created_at(item: Item) -> datetime | None:
-    """The message's ``created_at``, if it is an RFC 3339 string (else none: no gap)."""
-    value = item.get("created_at")
-    text = value.get("S") if isinstance(value, Mapping) else None
-    return _parse_time(text) if isinstance(text, str) else None
-
-
-def _seq(item: Item) -> int | None:
-    raw = item.get("seq", {}).get("N")
-    if raw is not None:
-        try:
-            return int(raw)
-        except ValueError:
-            return None
-    digits = item.get("sk", {}).get("S", "").removeprefix(MESSAGE_PREFIX)
-    return int(digits) if digits.isdigit() else None
-
-
-def _fold_state(item: Item) -> FoldState:
-    def number(name: str) -> int | None:
-        raw = item.get(name, {}).get("N")
-        return int(raw) if raw is not None else None
-
-    requested_at = item.get("compaction_requested_at", {}).get("S")
-    return FoldState(
-        folded_through=number("folded_through") or 0,
-        summary=item.get("fold_summary", {}).get("S"),
-        requested_through=number("compaction_requested_through"),
-        requested_at=_parse_time(requested_at) if requested_at else None,
-        request_version=number("compaction_request_version") or 0,
-    )
-
-
-def _parse_time(text: str) -> datetime | None:
-    try:
-        parsed = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)

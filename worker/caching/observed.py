@@ -52,7 +52,6 @@ CAUSES: tuple[Cause, ...] = (
 
 #: Bedrock's cache lifetimes, in seconds; a point without a ``ttl`` lives 5 minutes.
 TTL_SECONDS: Mapping[CacheTtl, float] = {"5m": 300.0, "1h": 3600.0}
-_TTLS: Mapping[object, CacheTtl] = {"5m": "5m", "1h": "1h"}
 _FIVE, _HOUR = TTL_SECONDS["5m"], TTL_SECONDS["1h"]
 #: The longest lifetime Bedrock offers: a gap longer than this leaves every entry dead.
 LONGEST_TTL = timedelta(hours=1)
@@ -98,26 +97,6 @@ class CacheExpectation:
     @property
     def asks_1h(self) -> bool:
         return any(point.ttl == "1h" for point in self.points)
-
-    @classmethod
-    def from_json(cls, value: object) -> CacheExpectation | None:
-        """The block as a writer stored it; None when it is not one."""
-        if not isinstance(value, Mapping):
-            return None
-        prompt = _count(value.get("prompt_tokens"))
-        read = _count(value.get("expected_read_tokens"))
-        raw_points = value.get("points")
-        if prompt is None or read is None or not isinstance(raw_points, Sequence):
-            return None
-        points = []
-        for raw in raw_points:
-            if not isinstance(raw, Mapping):
-                return None
-            ttl, prefix = _TTLS.get(raw.get("ttl")), _count(raw.get("prefix_tokens"))
-            if ttl is None or prefix is None:
-                return None
-            points.append(ExpectedPoint(ttl, prefix))
-        return cls(prompt, read, tuple(points))
 
 
 def view_points(view: ConverseView) -> tuple[ExpectedPoint, ...]:
@@ -174,60 +153,6 @@ class ModelUsage:
             + PRICE_WRITE["5m"] * self.written_5m
             + PRICE_WRITE["1h"] * self.written_1h
         )
-
-    @classmethod
-    def from_json(cls, seq: int, value: object) -> ModelUsage | None:
-        """An answer's ``model_usage`` (plain values: numbers, strings, maps, lists); None
-        when it lacks Converse's token counts. ``cacheDetails`` missing: every write is
-        ``5m`` (Bedrock's default TTL); a write the details do not cover counts as ``5m``."""
-        if not isinstance(value, Mapping):
-            return None
-        counts = [
-            _count(value.get(name))
-            for name in ("inputTokens", "cacheReadInputTokens", "cacheWriteInputTokens")
-        ]
-        input_tokens, read, write = counts
-        if input_tokens is None:
-            return None
-        read, write = read or 0, write or 0
-        by_ttl = {"5m": 0, "1h": 0}
-        details = value.get("cacheDetails")
-        if isinstance(details, Sequence) and not isinstance(details, str):
-            for detail in details:
-                if isinstance(detail, Mapping) and detail.get("ttl") in by_ttl:
-                    by_ttl[detail["ttl"]] += _count(detail.get("inputTokens")) or 0
-        written_1h = min(by_ttl["1h"], write)
-        answered_at = value.get("answered_at")
-        command_id = value.get("command_id")
-        return cls(
-            seq=seq,
-            input_tokens=input_tokens,
-            read_tokens=read,
-            write_tokens=write,
-            written_5m=write - written_1h,
-            written_1h=written_1h,
-            answered_at=_time(answered_at) if isinstance(answered_at, str) else None,
-            command_id=command_id if isinstance(command_id, str) else None,
-            expected=CacheExpectation.from_json(value.get("expected")),
-        )
-
-
-def _count(value: object) -> int | None:
-    """A whole, non-negative number, or None."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    if isinstance(value, float) and not value.is_integer():
-        return None
-    number = int(value)
-    return number if number >= 0 else None
-
-
-def _time(text: str) -> datetime | None:
-    try:
-        parsed = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo is not None else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,28 +8,20 @@ answered, the uncached input, the cache's reads and writes by TTL, the input as 
 0.1x, 1.25x for 5-minute writes, 2x for 1-hour ones), the read the prompt expected, and a miss
 with its cause. Each answer is checked as the stage checks the newest one on its page
 (:func:`worker.caching.observed.check`): against the answers before it, with the calibration
-of the answers up to and including it. Answers stored without a bill are listed as such.
+of the answers up to and including it. Answers stored without a bill are listed as such, and
+answers whose bill is malformed as dropped, with the attribute and why.
 
 Beside the observed totals stands an ESTIMATE: what the sliding window would have been billed
-for the same turns. Each turn is rebuilt (the sliding window over the history before its
-question, that question as the current message, today's fold summary) with
-:func:`~worker.planning.plan_turn`, and the sequence is priced by the stage's model of the
-cache (:mod:`worker.caching.bill_model`) at the answers' ``answered_at`` times, in ``chars/4``
-tokens scaled by the conversation's calibration (its offset, the model stage's own system
-prompt, placed first). An answer without ``answered_at`` is priced at the time of the one
-before it.
+for the same turns (:mod:`worker.cli.bill_estimate`).
 
 Prints ids, counts and causes only: never message content or the summary.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from worker.caching.bill_model import CacheRules, PromptCache, price_turn
 from worker.caching.observed import (
     CAUSES,
     CacheCheck,
@@ -38,8 +30,9 @@ from worker.caching.observed import (
     calibrate,
     check,
 )
-from worker.memory import HistoryMessage, is_blank
-from worker.planning import PlanConfig, plan_turn
+from worker.cli.bill_estimate import SlidingEstimate, sliding_estimate
+from worker.memory import HistoryMessage
+from worker.planning import PlanConfig
 from worker.ports import HistoryPage, HistoryStore
 
 #: Items a Query of ``worker bill`` asks for: the whole history is read, a page at a time.
@@ -65,20 +58,16 @@ class Unbilled:
 
 
 @dataclass(frozen=True, slots=True)
-class SlidingEstimate:
-    """The sliding window's estimated bill for the answered turns, in calibrated tokens.
-    ``without_question``: billed answers with no question stored before them (not priced)."""
+class Dropped:
+    """An answer whose stored bill is malformed: which attribute, and why (never a value);
+    it counts as an answer without a bill everywhere else."""
 
-    turns: int
-    read: float
-    written: float
-    uncached: float
-    billed: float
-    without_question: int
+    seq: int
+    attribute: str
+    reason: str
 
-    @property
-    def input_tokens(self) -> float:
-        return self.read + self.written + self.uncached
+
+Row = BilledAnswer | Unbilled | Dropped
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,15 +78,22 @@ class ConversationBill:
     conversation_id: str
     messages: int
     queries: int
-    rows: tuple[BilledAnswer | Unbilled, ...]
+    rows: tuple[Row, ...]
     calibration: Calibration
     folded_through: int
     has_summary: bool
     sliding: SlidingEstimate
+    #: A ``state`` attribute no reading makes safe (the stage refuses the conversation's
+    #: commands until it is fixed), as ``attribute: reason``.
+    state_refused: str | None = None
 
     @property
     def billed(self) -> tuple[BilledAnswer, ...]:
         return tuple(row for row in self.rows if isinstance(row, BilledAnswer))
+
+    @property
+    def dropped(self) -> tuple[Dropped, ...]:
+        return tuple(row for row in self.rows if isinstance(row, Dropped))
 
 
 async def read_bill(
@@ -117,12 +113,15 @@ def conversation_bill(
     """The bill of the history ``page`` holds (all of it, newest first). Pure."""
     messages = sorted(page.messages, key=lambda m: m.seq)
     bills = {usage.seq: usage for usage in page.usage}
+    dropped = {defect.seq: defect for defect in page.bills_dropped}
     observed: list[ModelUsage] = []  # oldest first
-    rows: list[BilledAnswer | Unbilled] = []
+    rows: list[Row] = []
     previous: HistoryMessage | None = None
     for message in messages:
         usage = bills.get(message.seq) if message.role == "assistant" else None
-        if usage is not None:
+        if message.role == "assistant" and (defect := dropped.get(message.seq)) is not None:
+            rows.append(Dropped(message.seq, defect.attribute, defect.reason))
+        elif usage is not None:
             newest_first = [usage, *reversed(observed)]
             checked = check(
                 usage,
@@ -149,54 +148,7 @@ def conversation_bill(
         folded_through=page.state.folded_through,
         has_summary=page.state.summary is not None,
         sliding=sliding_estimate(page, messages, observed, calibration, config),
-    )
-
-
-def sliding_estimate(
-    page: HistoryPage,
-    messages: Sequence[HistoryMessage],
-    observed: Sequence[ModelUsage],
-    calibration: Calibration,
-    config: PlanConfig,
-) -> SlidingEstimate:
-    """Each billed answer's turn as the sliding window would have sent it, priced in order
-    by the cache model at the answers' times, in calibrated tokens."""
-    ratio = calibration.ratio if calibration.samples else 1.0
-    offset = calibration.offset if calibration.samples else 0.0
-    # Priced in estimated tokens with the model stage's system prompt first, so that the
-    # calibrated count is ``ratio`` times the priced one; the model's minimum likewise.
-    rules = CacheRules(
-        min_prefix_tokens=math.ceil(config.min_tokens / ratio),
-        system_prompt_tokens=round(offset / ratio),
-    )
-    sliding = replace(config, cache_aligned=False)
-    cache = PromptCache()
-    start = next((u.answered_at for u in observed if u.answered_at is not None), None)
-    at, turns, read, written, uncached, billed, without = 0.0, 0, 0, 0, 0, 0.0, 0
-    for usage in observed:
-        question = next(
-            (m for m in reversed(messages) if m.seq < usage.seq and m.role == "user"), None
-        )
-        if question is None or is_blank(question.content):
-            without += 1
-            continue
-        before = tuple(m for m in reversed(messages) if m.seq < question.seq)
-        plan = plan_turn(
-            replace(page, messages=before, usage=()), question.content, sent_at=None, config=sliding
-        )
-        if usage.answered_at is not None and start is not None:
-            at = (usage.answered_at - start).total_seconds()
-        cost, cache = price_turn(cache, plan.view.system, plan.view.messages, at=at, rules=rules)
-        turns += 1
-        read, written, uncached = read + cost.read, written + cost.written, uncached + cost.uncached
-        billed += cost.billed
-    return SlidingEstimate(
-        turns=turns,
-        read=read * ratio,
-        written=written * ratio,
-        uncached=uncached * ratio,
-        billed=billed * ratio,
-        without_question=without,
+        state_refused=page.refusal.describe() if page.refusal is not None else None,
     )
 
 
@@ -210,14 +162,20 @@ def bill_lines(bill: ConversationBill) -> list[str]:
     """The lines ``worker bill`` prints: ids, numbers and causes, never content."""
     billed = bill.billed
     unbilled = sum(row.count for row in bill.rows if isinstance(row, Unbilled))
+    dropped = f", {len(bill.dropped)} dropped as malformed" if bill.dropped else ""
     lines = [
         f"conversation {bill.conversation_id}: the bill, observed (the model_usage stored with "
         "each answer; nothing sent, nothing written)",
         f"history: {bill.messages} messages read in {bill.queries} "
         + ("Query" if bill.queries == 1 else "Queries")
-        + f"; {len(billed)} answers with a bill, {unbilled} without",
+        + f"; {len(billed)} answers with a bill, {unbilled} without{dropped}",
         _calibration_line(bill.calibration),
     ]
+    if bill.state_refused is not None:
+        lines.append(
+            f"state item malformed ({bill.state_refused}): the stage refuses this "
+            "conversation's commands until it is fixed; the estimate below reads no summary"
+        )
     if not bill.rows:
         return [*lines, "no answers stored"]
     lines.append(HEADER)
@@ -236,7 +194,9 @@ def _calibration_line(calibration: Calibration) -> str:
     )
 
 
-def _row(row: BilledAnswer | Unbilled) -> str:
+def _row(row: Row) -> str:
+    if isinstance(row, Dropped):
+        return f"{row.seq:>8}  bill dropped: {row.attribute}: {row.reason}"
     if isinstance(row, Unbilled):
         seqs = str(row.first) if row.count == 1 else f"{row.first}-{row.last}"
         answers = "1 answer" if row.count == 1 else f"{row.count} answers"
@@ -302,7 +262,11 @@ def bill_json(bill: ConversationBill) -> dict[str, object]:
     """The same as a JSON object (``worker bill --json``)."""
     answers: list[dict[str, object]] = []
     unbilled: list[dict[str, int]] = []
+    dropped: list[dict[str, object]] = []
     for row in bill.rows:
+        if isinstance(row, Dropped):
+            dropped.append({"seq": row.seq, "attribute": row.attribute, "reason": row.reason})
+            continue
         if isinstance(row, Unbilled):
             unbilled.append({"first_seq": row.first, "last_seq": row.last, "count": row.count})
             continue
@@ -334,6 +298,8 @@ def bill_json(bill: ConversationBill) -> dict[str, object]:
         },
         "answers": answers,
         "unbilled": unbilled,
+        "dropped": dropped,
+        "state_refused": bill.state_refused,
         "sliding_estimate": {
             "estimate": True,
             "turns": sliding.turns,

@@ -31,7 +31,9 @@ class FoldState:
 
     ``request_version`` counts the writes of the request mark (``requested_through``,
     ``requested_at``); a claim is conditional on it, so two workers that planned from
-    the same state never both send.
+    the same state never both send. ``unreadable_version``: the stored version was not a
+    count (an operator's hand), so the claim is conditional on it as it stands instead: its
+    DynamoDB type and, for a string or a number, its value; opaque here.
     """
 
     folded_through: int = 0
@@ -39,6 +41,7 @@ class FoldState:
     requested_through: int | None = None
     requested_at: datetime | None = None
     request_version: int = 0
+    unreadable_version: tuple[str, str | None] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,7 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from structlog.contextvars import bind_contextvars, reset_contextvars
 
-from worker.delivery.outcomes import Outcome, Rejected, Retry
+from worker.delivery.outcomes import Failed, Outcome, Rejected, Retry
 from worker.ports import ReceivedMessage
 from worker.telemetry import metrics as m
 from worker.telemetry.metrics import NO_METRICS, Recorder
@@ -59,6 +59,8 @@ REJECTION_KINDS: tuple[tuple[str, str], ...] = (
     ("the S3 pointer's object is not UTF-8", "payload_not_utf8"),
     ("the S3 pointer names a bucket", "payload_bucket_refused"),
     ("the S3 pointer's object is over PAYLOAD_MAX_BYTES", "payload_too_large"),
+    ("the S3 pointer's object is encrypted under a KMS key", "payload_key_refused"),
+    ("the conversation's stored state is malformed", "stored_state_malformed"),
 )
 
 
@@ -143,17 +145,24 @@ class Turn:
         if self.span.is_recording():
             self.span.set_attribute(attribute, True)
 
-    def finished(self, outcome: Outcome | None) -> None:
-        """The stage's outcome; None when it failed unexpectedly (the message comes back)."""
+    def finished(self, outcome: Outcome) -> None:
+        """The stage's outcome: counted, and named on the span."""
         if isinstance(outcome, Rejected):
             kind = rejection_kind(outcome.reason)
             self._metrics.rejected(kind)
             self._outcome("rejected", kind)
-        elif isinstance(outcome, Retry) or outcome is None:
+        elif isinstance(outcome, Retry):
             self._metrics.count(m.COMMANDS_RETRIED)
-            self._outcome("retry" if outcome is not None else "failed", None)
+            self._outcome("retry", None)
+        elif isinstance(outcome, Failed):
+            self._metrics.count(m.COMMANDS_FAILED)
+            self._outcome("failed", None)
         else:
             self._outcome("done", None)
+
+    def bills_dropped(self, count: int) -> None:
+        """Stored bills dropped whole as malformed."""
+        self._metrics.count(m.BILLS_DROPPED, count)
 
     def _outcome(self, name: str, kind: str | None) -> None:
         span = self.span
@@ -271,6 +280,11 @@ def ttls_chosen(counts: dict[str, int]) -> None:
 def cache_observed(check: CacheCheck) -> None:
     if (turn := _TURN.get()) is not None:
         turn.cache_observed(check)
+
+
+def bills_dropped(count: int) -> None:
+    if (turn := _TURN.get()) is not None and count:
+        turn.bills_dropped(count)
 
 
 def duplicate_skipped() -> None:

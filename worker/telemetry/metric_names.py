@@ -30,6 +30,8 @@ CAUSE_DIMENSION = "Cause"
 COMMANDS_SERVED = "CommandsServed"
 COMMANDS_REJECTED = "CommandsRejected"
 COMMANDS_RETRIED = "CommandsRetried"
+COMMANDS_FAILED = "CommandsFailed"
+BILLS_DROPPED = "BillsDropped"
 DUPLICATES_SKIPPED = "DuplicatesSkipped"
 FOLD_GAP_MESSAGES = "FoldGapMessages"
 FOLD_REQUESTS_SENT = "FoldRequestsSent"
@@ -104,6 +106,8 @@ METRICS: tuple[Metric, ...] = (
                 "payload_not_utf8",
                 "payload_bucket_refused",
                 "payload_too_large",
+                "payload_key_refused",
+                "stored_state_malformed",
                 "other",
             ),
         ),
@@ -112,8 +116,15 @@ METRICS: tuple[Metric, ...] = (
         COMMANDS_RETRIED,
         "Count",
         "counter",
-        "Commands returned to the queue: a passing failure, another worker's live lease, or "
-        "an unexpected error.",
+        "Commands returned to the queue: a passing failure or another worker's live lease.",
+    ),
+    Metric(
+        COMMANDS_FAILED,
+        "Count",
+        "counter",
+        "Turns that raised an unexpected exception (a defect, `clerk.converse_command_failed`): "
+        "returned to the queue alone, without slowing the others, and dead-lettered with the "
+        "failure's type and place on their last receive.",
     ),
     Metric(
         DUPLICATES_SKIPPED,
@@ -165,6 +176,13 @@ METRICS: tuple[Metric, ...] = (
         "Turns that found the model's bill stored with the newest answer (`model_usage`) and "
         "checked it against its prompt's `cache` expectation "
         '(docs/CACHE.md, "The bill, observed"); the denominator of the share of misses.',
+    ),
+    Metric(
+        BILLS_DROPPED,
+        "Count",
+        "counter_when_any",
+        "Stored bills (`model_usage`) dropped whole as malformed (`clerk.converse_bill_dropped`): "
+        "their turns went on as if those answers had no bill (docs/reference/stored-items.md).",
     ),
     Metric(
         WINDOW_REANCHORS,

@@ -48,11 +48,13 @@ from aws_embedded_metrics.serializers.log_serializer import LogSerializer
 from worker.logs import log_failure
 from worker.telemetry.metric_names import (
     AGE_AT_RECEIVE,
+    BILLS_DROPPED,
     BY_NAME,
     CACHE_CHECKS,
     CACHE_MISSES,
     CACHE_POINT_TTLS,
     CAUSE_DIMENSION,
+    COMMANDS_FAILED,
     COMMANDS_REJECTED,
     COMMANDS_RETRIED,
     COMMANDS_SERVED,
@@ -87,10 +89,12 @@ from worker.timing import Clock, sleep_unless
 # The declaration's names are re-exported: the stage and its tests record by them.
 __all__ = [
     "AGE_AT_RECEIVE",
+    "BILLS_DROPPED",
     "CACHE_CHECKS",
     "CACHE_MISSES",
     "CACHE_POINT_TTLS",
     "CAUSE_DIMENSION",
+    "COMMANDS_FAILED",
     "COMMANDS_REJECTED",
     "COMMANDS_RETRIED",
     "COMMANDS_SERVED",
@@ -227,6 +231,9 @@ def emf_documents(tally: Tally, dimensions: Mapping[str, str], timestamp: dateti
     context = _context(dimensions, timestamp)
     for name, unit in COUNTERS.items():
         context.put_metric(name, tally.counts.get(name, 0), unit)
+    for name, metric in BY_NAME.items():  # the counters written only when there were any
+        if metric.kind == "counter_when_any" and metric.per is None and tally.counts.get(name):
+            context.put_metric(name, tally.counts[name], metric.unit)
     for name, unit in DISTRIBUTIONS.items():
         values = tally.values.get(name)
         if not values:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from worker.caching.observed import CacheExpectation
 from worker.errors import RejectedCommand
 from worker.memory import CompactionPlan, ConverseView, FoldState, Window, is_blank
+from worker.stamps import read_time
 
 #: Characters SQS refuses in a body: lone surrogates and the two non-characters.
 _SQS_UNSAFE = re.compile("[\ud800-\udfff\ufffe\uffff]")
@@ -33,15 +34,21 @@ class ConverseCommand(BaseModel):
 
     @property
     def sent_time(self) -> datetime | None:
-        """``sent_at`` as a time (UTC when it names no zone); None when absent or not RFC
-        3339 (the field is optional and only informs the cache's lifetimes)."""
+        """``sent_at`` as a UTC time; None when absent or not one the stage can use (RFC 3339
+        with a zone, within :mod:`worker.stamps`' range): the field is optional and only
+        informs the cache's lifetimes, so the receive time stands in for it."""
         if self.sent_at is None:
             return None
-        try:
-            parsed = datetime.fromisoformat(self.sent_at)
-        except ValueError:
+        moment = read_time(self.sent_at)
+        return moment if isinstance(moment, datetime) else None
+
+    @property
+    def sent_at_defect(self) -> str | None:
+        """Why ``sent_at`` was not used (never its text); None when it was, or is absent."""
+        if self.sent_at is None:
             return None
-        return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+        moment = read_time(self.sent_at)
+        return moment if isinstance(moment, str) else None
 
     @field_validator("message")
     @classmethod

@@ -23,7 +23,8 @@ def log_plan(plan: TurnPlan) -> None:
 
 
 def log_memory(plan: TurnPlan) -> None:
-    """Entries left out of the page, the window when it dropped or read further back (in
+    """Entries left out of the page, bills dropped and attributes read as absent, the window
+    when it dropped or read further back (in
     the cache-aligned mode, how it was chosen), any fold gap, and messages the Converse
     view leaves out."""
     page, window, aligned, view, gap = plan.page, plan.window, plan.aligned, plan.view, plan.gap
@@ -32,6 +33,21 @@ def log_memory(plan: TurnPlan) -> None:
             "clerk.converse_history_entries_dropped",
             count=len(page.malformed),
             reasons=dict(Counter(page.malformed)),
+        )
+    for bill in page.bills_dropped:
+        log.warning(
+            "clerk.converse_bill_dropped",
+            seq=bill.seq,
+            attribute=bill.attribute,
+            reason=bill.reason,
+        )
+    for ignored in page.ignored:
+        where = {"seq": ignored.seq} if ignored.seq is not None else {"item": "state"}
+        log.warning(
+            "clerk.converse_stored_attribute_ignored",
+            attribute=ignored.attribute,
+            reason=ignored.reason,
+            **where,
         )
     if window.dropped or page.queries > 1:
         anchor: dict[str, str] = {} if aligned is None else {"anchor": aligned.outcome}

@@ -126,6 +126,8 @@ class ConverseStage:
             owner = f"{self._worker_id}/{message.message_id}/{message.receive_count}"
             try:
                 return await self._handle(message, command, owner)
+            except RejectedCommand as exc:  # what the history table holds refuses it
+                return Rejected(exc.reason)
             except RetryableError as exc:
                 log.warning("clerk.converse_command_retry", error=str(exc))
                 return retry_for(exc)
@@ -215,7 +217,9 @@ class ConverseStage:
     async def forward(self, command: ConverseCommand) -> Forwarded:
         """Read the history (one page but in rare cases), plan the turn, log the plan, send
         the prompt payload; returns the page read and the anchor to store."""
-        # The pace is read from the command's sent_at; the receive time only without one.
+        # The pace is read from the command's sent_at; the receive time only without a usable one.
+        if (defect := command.sent_at_defect) is not None:
+            log.warning("clerk.converse_sent_at_ignored", reason=defect)
         sent_at = command.sent_time or self._clock()
         config = self._plan_config
         plan = await read_turn(
@@ -225,6 +229,7 @@ class ConverseStage:
             plan=lambda page: plan_turn(page, command.message, sent_at=sent_at, config=config),
         )
         log_plan(plan)
+        telemetry.bills_dropped(len(plan.page.bills_dropped))
         if plan.aligned is not None:
             telemetry.window_anchored(plan.aligned.outcome, plan.aligned.reason)
         if plan.ttls is not None:

@@ -8,14 +8,19 @@ The questions are the stage's own writer's (``message_item``), as the writer sto
 
 from __future__ import annotations
 
+import copy
 from datetime import UTC, datetime, timedelta
 from typing import Any
+
+import pytest
 
 from localaws.history_writer import message_item, state_item
 from localaws.model_stage import ModelStage, answer_item
 from tests.conftest import settings as make_settings
-from worker.adapters.dynamodb import history_page, model_usage
-from worker.caching.observed import CacheExpectation
+from tests.stored import BROKEN_BILLS, break_bill
+from worker.adapters.dynamodb import history_page
+from worker.adapters.stored_bills import read_bill
+from worker.caching.observed import CacheExpectation, ExpectedPoint, ModelUsage
 from worker.memory import FoldState, HistoryMessage, WindowLimits, bound_history, render_converse
 from worker.planning import plan_turn
 from worker.turn.commands import ConverseCommand, prompt_payload
@@ -99,15 +104,12 @@ def test_the_bill_reads_back_what_the_writer_was_given() -> None:
     command = ConverseCommand(
         type="converse", command_id="c-9", conversation_id=CONVERSATION, message=question(1)
     )
-    cache = CacheExpectation.from_json(
-        {"prompt_tokens": 1_500, "expected_read_tokens": 0,
-         "points": [{"ttl": "5m", "prefix_tokens": 1_300}, {"ttl": "5m", "prefix_tokens": 1_450}]}
-    )  # fmt: skip
+    cache = CacheExpectation(1_500, 0, (ExpectedPoint("5m", 1_300), ExpectedPoint("5m", 1_450)))
     payload = prompt_payload(command, window, FoldState(summary=SUMMARY), view, cache=cache)
     answer = model.answer(payload, at=T0, content=answer_text(1))
     item = answer_item(payload, answer, seq=2)
-    usage = model_usage(item, 2)  # type: ignore[arg-type]
-    assert usage is not None
+    usage = read_bill(item["model_usage"], 2)
+    assert isinstance(usage, ModelUsage)
     details = {d["ttl"]: d["inputTokens"] for d in answer.usage["cacheDetails"]}
     assert (usage.seq, usage.input_tokens, usage.read_tokens, usage.write_tokens) == (
         2,
@@ -129,10 +131,10 @@ def test_a_bill_on_a_question_is_not_read() -> None:
     assert [u.seq for u in page.usage] == [4, 2]
 
 
-def test_a_malformed_bill_is_ignored_and_its_answer_kept() -> None:
+def test_a_malformed_bill_is_dropped_whole_with_its_reason_and_its_answer_kept() -> None:
     """GIVEN answers whose ``model_usage`` is not a map, lacks Converse's counts, or holds a
-    count that is not a number, THEN no bill is read from them and every message is on the
-    page, uncounted as malformed."""
+    count that is not a number, THEN no bill is read from them, each is dropped with the
+    attribute and why, and every message is on the page, uncounted as malformed."""
     items = conversation(3)
     by_seq = {int(i["seq"]["N"]): i for i in items[1:]}
     by_seq[6]["model_usage"] = {"S": "a bill"}
@@ -140,15 +142,23 @@ def test_a_malformed_bill_is_ignored_and_its_answer_kept() -> None:
     by_seq[2]["model_usage"]["M"]["inputTokens"] = {"S": "many"}
     page = history_page(query(items))  # type: ignore[arg-type]
     assert page.usage == ()
+    assert [(d.seq, d.attribute, d.reason) for d in page.bills_dropped] == [
+        (6, "model_usage", "a string, not a map"),
+        (4, "model_usage.inputTokens", "missing"),
+        (2, "model_usage.inputTokens", "a string, not a number"),
+    ]
     assert [m.seq for m in page.messages] == [6, 5, 4, 3, 2, 1]
     assert page.malformed == ()
 
 
-def test_a_malformed_expected_block_leaves_the_bill_without_it() -> None:
+def test_a_malformed_expected_block_drops_the_bill_whole_never_half_used() -> None:
     items = conversation(2)
     items[-1]["model_usage"]["M"]["expected"] = {"M": {"points": {"S": "none"}}}
     page = history_page(query(items))  # type: ignore[arg-type]
-    assert [(u.seq, u.expected is None) for u in page.usage] == [(4, True), (2, False)]
+    assert [u.seq for u in page.usage] == [2]
+    assert [(d.seq, d.attribute) for d in page.bills_dropped] == [
+        (4, "model_usage.expected.prompt_tokens")
+    ]
 
 
 def test_an_older_writers_answers_give_a_page_without_bills() -> None:
@@ -157,3 +167,29 @@ def test_an_older_writers_answers_give_a_page_without_bills() -> None:
     assert unbilled.usage == ()
     assert unbilled.messages == billed.messages
     assert unbilled.state == billed.state
+
+
+SLIDING = make_settings().plan_config
+
+
+@pytest.mark.parametrize("how", BROKEN_BILLS)
+@pytest.mark.parametrize("seq", [6, 10])
+def test_a_malformed_bill_changes_nothing_but_its_own_absence(how: str, seq: int) -> None:
+    """GIVEN a conversation whose answer at ``seq`` (an older one, or the newest) holds a
+    malformed bill, THEN each mode's plan (the calibration, what is alive, the check, the view
+    and its cache block) is the plan of the same conversation with no bill on that answer."""
+    items = conversation(5)
+    [index] = [i for i, item in enumerate(items) if item.get("seq") == {"N": str(seq)}]
+    broken, without = copy.deepcopy(items), copy.deepcopy(items)
+    break_bill(broken[index], how)
+    del without[index]["model_usage"]
+    sent_at = T0 + timedelta(minutes=13)
+    for config in (SLIDING, ALIGNED):
+        planned = [
+            plan_turn(history_page(query(page)), question(6), sent_at=sent_at, config=config)  # type: ignore[arg-type]
+            for page in (broken, without)
+        ]
+        assert planned[0].page.bills_dropped[0].seq == seq
+        assert planned[1].page.bills_dropped == ()
+        assert planned[0].observed == planned[1].observed
+        assert (planned[0].view, planned[0].cache) == (planned[1].view, planned[1].cache)

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import pytest
 
+from tests.stored import USAGE, bill_from
 from worker.caching.observed import (
     CALIBRATION_SAMPLES,
     CacheExpectation,
@@ -117,155 +117,14 @@ def test_the_cache_block_survives_json_and_reads_back_equal() -> None:
         "expected_read_tokens": 2_100,
         "points": [{"ttl": "1h", "prefix_tokens": 1_000}, {"ttl": "5m", "prefix_tokens": 1_160}],
     }
-    assert CacheExpectation.from_json(json.loads(text)) == BLOCK
+    stored = bill_from({"inputTokens": 0, "expected": json.loads(text)})
+    assert isinstance(stored, ModelUsage) and stored.expected == BLOCK
     assert BLOCK.asks_1h and not expecting(0, ("5m", 1_000)).asks_1h
 
 
-def _block(**changes: Any) -> dict[str, Any]:
-    return {**BLOCK.as_json(), **changes}
-
-
-@pytest.mark.parametrize(
-    "stored",
-    [
-        None,
-        "cache",
-        [BLOCK.as_json()],
-        _block(prompt_tokens=None),
-        _block(prompt_tokens="2290"),
-        _block(prompt_tokens=-1),
-        _block(expected_read_tokens=2_100.5),
-        _block(expected_read_tokens=True),
-        _block(points=None),
-        _block(points={"ttl": "5m", "prefix_tokens": 1_000}),
-        _block(points=["5m"]),
-        _block(points=[{"ttl": "2h", "prefix_tokens": 1_000}]),
-        _block(points=[{"prefix_tokens": 1_000}]),
-        _block(points=[{"ttl": "5m", "prefix_tokens": -3}]),
-        _block(points=[{"ttl": "5m"}]),
-    ],
-    ids=[
-        "null",
-        "a string",
-        "a list",
-        "no prompt_tokens",
-        "prompt_tokens a string",
-        "prompt_tokens negative",
-        "a fractional read",
-        "a boolean read",
-        "no points",
-        "points a map",
-        "a point not a map",
-        "a ttl Bedrock has not",
-        "a point without ttl",
-        "a negative prefix",
-        "a point without prefix",
-    ],
-)
-def test_a_malformed_cache_block_reads_as_none(stored: object) -> None:
-    assert CacheExpectation.from_json(stored) is None
-
-
-# --- an answer's model_usage -----------------------------------------------------------------
-
-USAGE: dict[str, Any] = {
-    "inputTokens": 50,
-    "outputTokens": 120,
-    "totalTokens": 1_870,
-    "cacheReadInputTokens": 1_000,
-    "cacheWriteInputTokens": 700,
-    "cacheDetails": [{"ttl": "1h", "inputTokens": 500}, {"ttl": "5m", "inputTokens": 200}],
-    "answered_at": "2026-11-30T09:00:42Z",
-    "command_id": "c-8f2e",
-    "expected": BLOCK.as_json(),
-}
-
-
-def test_model_usage_splits_the_writes_by_ttl_as_cache_details_bills_them() -> None:
-    usage = ModelUsage.from_json(6, USAGE)
-    assert usage == ModelUsage(
-        seq=6,
-        input_tokens=50,
-        read_tokens=1_000,
-        write_tokens=700,
-        written_5m=200,
-        written_1h=500,
-        answered_at=datetime(2026, 11, 30, 9, 0, 42, tzinfo=UTC),
-        command_id="c-8f2e",
-        expected=BLOCK,
-    )
-    assert usage.prompt_tokens == 1_750
-
-
-def test_without_cache_details_every_write_is_5m_and_what_they_leave_out_is_5m_too() -> None:
-    """Bedrock's default TTL is 5 minutes: no details, every written token is a 5m one; a
-    write the details do not cover counts as 5m as well."""
-    bare = {k: v for k, v in USAGE.items() if k != "cacheDetails"}
-    usage = ModelUsage.from_json(6, bare)
-    assert usage is not None and (usage.written_5m, usage.written_1h) == (700, 0)
-    short = {**USAGE, "cacheDetails": [{"ttl": "1h", "inputTokens": 300}]}
-    usage = ModelUsage.from_json(6, short)
-    assert usage is not None and (usage.written_5m, usage.written_1h) == (400, 300)
-
-
-def test_model_usage_takes_plain_ints_and_whole_floats_and_no_cache_members_as_zero() -> None:
-    """The adapter hands over plain numbers (DynamoDB's ``N`` as int, else float): a whole
-    float is a count; a prompt without a cache point has no cache members at all."""
-    floats = {**USAGE, "inputTokens": 50.0, "cacheReadInputTokens": 1_000.0}
-    usage = ModelUsage.from_json(6, floats)
-    assert usage is not None
-    assert (usage.input_tokens, usage.read_tokens) == (50, 1_000)
-    assert type(usage.input_tokens) is int and type(usage.read_tokens) is int
-    uncached = ModelUsage.from_json(6, {"inputTokens": 900, "outputTokens": 40})
-    assert uncached is not None
-    assert (uncached.read_tokens, uncached.write_tokens, uncached.expected) == (0, 0, None)
-    assert (uncached.answered_at, uncached.command_id) == (None, None)
-
-
-@pytest.mark.parametrize(
-    "stored",
-    [
-        None,
-        "model_usage",
-        [USAGE],
-        {},
-        {**USAGE, "inputTokens": None},
-        {**USAGE, "inputTokens": "50"},
-        {**USAGE, "inputTokens": 50.5},
-        {**USAGE, "inputTokens": -1},
-        {**USAGE, "inputTokens": True},
-    ],
-    ids=[
-        "null",
-        "a string",
-        "a list",
-        "empty",
-        "inputTokens null",
-        "inputTokens a string",
-        "inputTokens fractional",
-        "inputTokens negative",
-        "inputTokens a boolean",
-    ],
-)
-def test_a_model_usage_without_convers_token_counts_reads_as_none(stored: object) -> None:
-    assert ModelUsage.from_json(6, stored) is None
-
-
-def test_what_a_bill_carries_beside_the_counts_is_dropped_when_malformed_not_the_bill() -> None:
-    """A time without an offset, a command id that is not a string, an ``expected`` that is
-    not a cache block: each reads as absent, the counts stand."""
-    odd = {**USAGE, "answered_at": "2026-11-30T09:00:42", "command_id": 7, "expected": {"x": 1}}
-    usage = ModelUsage.from_json(6, odd)
-    assert usage is not None
-    assert (usage.answered_at, usage.command_id, usage.expected) == (None, None, None)
-    assert (usage.read_tokens, usage.written_1h) == (1_000, 500)
-    unparsable = ModelUsage.from_json(6, {**USAGE, "answered_at": "at nine"})
-    assert unparsable is not None and unparsable.answered_at is None
-
-
 def test_the_billed_units_price_uncached_1x_read_0_1x_written_1_25x_for_5m_and_2x_for_1h() -> None:
-    usage = ModelUsage.from_json(6, USAGE)
-    assert usage is not None
+    usage = bill_from(USAGE)
+    assert isinstance(usage, ModelUsage)
     # 50 uncached + 1,000 read x 0.1 + 200 written 5m x 1.25 + 500 written 1h x 2
     assert usage.billed_units == pytest.approx(50 + 100 + 250 + 1_000)
     assert bill(2, T0, None).billed_units == QUESTION  # nothing cached: all at 1x

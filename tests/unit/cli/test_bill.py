@@ -249,3 +249,36 @@ async def test_no_content_is_printed_and_an_unknown_conversation_has_no_answers(
     empty = bill_lines(await read_bill(table, "matter-none", SETTINGS.plan_config))
     assert empty[-1] == "no answers stored"
     assert empty[2] == "calibration: none (no stored answer says what its prompt expected)"
+
+
+async def test_a_malformed_bill_is_listed_as_dropped_with_its_reason_and_counts_as_none() -> None:
+    """GIVEN the answer at seq 6 stored its ttl as a list and the one at 8 a negative count,
+    THEN ``worker bill`` lists both as dropped with the attribute and why, in seq order; the
+    bills left are the conversation's, and no figure of the dropped ones enters the totals."""
+    table = served_conversation()
+    by_seq = {int(i["seq"]["N"]): i for i in table.items if "seq" in i}
+    by_seq[6]["model_usage"]["M"]["cacheDetails"] = {
+        "L": [{"M": {"ttl": {"L": [{"S": "5m"}]}, "inputTokens": {"N": "30"}}}]
+    }
+    by_seq[8]["model_usage"]["M"]["cacheReadInputTokens"] = {"N": "-1"}
+
+    bill_ = await read_bill(table, CONVERSATION, SETTINGS.plan_config)
+    lines = bill_lines(bill_)
+
+    assert lines[1] == (
+        "history: 10 messages read in 1 Query; 2 answers with a bill, 1 without, "
+        "2 dropped as malformed"
+    )
+    assert "       6  bill dropped: model_usage.cacheDetails[].ttl: a list, not a string" in lines
+    assert "       8  bill dropped: model_usage.cacheReadInputTokens: outside 0 to 2,000,000" in (
+        lines
+    )
+    assert [row.usage.seq for row in bill_.billed] == [4, 10]
+    assert bill_json(bill_)["dropped"] == [
+        {"seq": 6, "attribute": "model_usage.cacheDetails[].ttl", "reason": "a list, not a string"},
+        {
+            "seq": 8,
+            "attribute": "model_usage.cacheReadInputTokens",
+            "reason": "outside 0 to 2,000,000",
+        },
+    ]
