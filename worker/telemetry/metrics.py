@@ -48,6 +48,7 @@ from aws_embedded_metrics.serializers.log_serializer import LogSerializer
 from worker.logs import log_failure
 from worker.telemetry.metric_names import (
     AGE_AT_RECEIVE,
+    BREAKERS_OPEN,
     BY_NAME,
     CACHE_CHECKS,
     CACHE_MISSES,
@@ -76,6 +77,7 @@ from worker.telemetry.metric_names import (
     SPLIT_BY,
     TTL_DIMENSION,
     TURN_LATENCY,
+    TURNS_HELD,
     WINDOW_DROPPED,
     WINDOW_KEPT,
     WINDOW_LEFT_OUT,
@@ -87,6 +89,7 @@ from worker.timing import Clock, sleep_unless
 # The declaration's names are re-exported: the stage and its tests record by them.
 __all__ = [
     "AGE_AT_RECEIVE",
+    "BREAKERS_OPEN",
     "CACHE_CHECKS",
     "CACHE_MISSES",
     "CACHE_POINT_TTLS",
@@ -114,6 +117,7 @@ __all__ = [
     "SERVICE",
     "SERVICE_DIMENSION",
     "TTL_DIMENSION",
+    "TURNS_HELD",
     "TURN_LATENCY",
     "WINDOW_DROPPED",
     "WINDOW_KEPT",
