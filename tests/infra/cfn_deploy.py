@@ -7,8 +7,9 @@ moto's CloudFormation leaves some resource types out (Application Auto Scaling, 
 policy) with a ``UserWarning``; the project turns warnings into errors, so the deploy ignores
 exactly that warning. It leaves CloudWatch alarms out too, and then refuses the dashboard,
 whose body names each alarm's ARN: :class:`StackAlarm` teaches it to put them, through
-moto's own CloudWatch, so the stack deploys whole and a test reads its alarms back. :func:`register_backlog_scaling` then puts the
-template's scaling policy in through the Application Auto Scaling API, which moto does serve.
+moto's own CloudWatch, so the stack deploys whole and a test reads its alarms back.
+:func:`register_backlog_scaling` then puts the template's scaling policy in through the
+Application Auto Scaling API, which moto does serve.
 """
 
 from __future__ import annotations
