@@ -273,7 +273,7 @@ ROWS: tuple[Row, ...] = (
                 "and its answer is not checked: zero.",
             ),
             Panel(
-                "Unexplained misses (%)",
+                "Unexplained share of checks",
                 (
                     Line(
                         "",
@@ -333,7 +333,7 @@ def alarms() -> list[str]:
 
 def anchor(panel: Panel) -> str:
     """The panel's heading's anchor in docs/DASHBOARD.md, as GitHub makes it."""
-    return re.sub(r"[^a-z0-9 -]", "", panel.title.lower()).replace(" ", "-")
+    return re.sub(r"[^a-z0-9 _-]", "", panel.title.lower()).replace(" ", "-")
 
 
 # ---------------------------------------------------------------- the body
@@ -488,25 +488,26 @@ def kubernetes_text() -> str:
 def page_panels() -> str:
     lines = [PAGE_BEGIN, ""]
     for row in ROWS:
-        lines += [f"## {row.question}", "", row.note, ""]
+        lines += [f"### {row.question}", "", row.note, ""]
         for panel in row.panels:
-            lines += [f"### {panel.title}", ""]
-            drawn = ", ".join(f"`{_drawn(line)}`" for line in panel.lines if line.label)
-            lines += [f"{panel.reading} Draws {drawn}."]
-            for threshold in panel.thresholds:
-                lines.append(
-                    f"Alarm [`{threshold.alarm}`](RUNBOOK.md#{threshold.alarm.lower()}) at "
-                    f"{_parameter(threshold.value)}."
-                )
+            lines += [f"#### {panel.title}", "", panel.reading, ""]
+            lines += [f"- {_drawn(line)}" for line in panel.lines if line.label]
+            lines += [
+                f"- alarm [`{threshold.alarm}`](RUNBOOK.md#{threshold.alarm.lower()}) at "
+                f"{_parameter(threshold.value)}"
+                for threshold in panel.thresholds
+            ]
             lines.append("")
     return "\n".join([*lines, PAGE_END])
 
 
 def _drawn(line: Line) -> str:
     if line.expression:
-        return line.expression
-    extra = "".join(f" {name}={value}" for name, value in line.dimensions if name != "QueueName")
-    return f"{line.metric}{extra} {line.stat}"
+        return f"{line.label}: `{line.expression}`"
+    split = "".join(f", {name} `{value}`" for name, value in line.dimensions if name != "QueueName")
+    where = " (the stack's only)" if line.stack_only else ""
+    source = "" if line.namespace == names.NAMESPACE else f"{line.namespace} "
+    return f"{line.label}: {source}`{line.metric}`{split}, {line.stat}{where}"
 
 
 def _parameter(value: str) -> str:
