@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from tests.reference import between_markers
 from worker.telemetry import metric_names as names
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -481,8 +482,13 @@ def kubernetes_text() -> str:
     from tests.infra.cfn_stack import ConcreteStack
 
     stack = ConcreteStack(region="eu-west-1")
-    resolved = stack.resolve({"Fn::Sub": [body_text(body("kubernetes")), SUB_VARIABLES]})
-    return json.dumps(json.loads(resolved), indent=2) + "\n"
+    resolved = json.loads(
+        stack.resolve({"Fn::Sub": [body_text(body("kubernetes")), SUB_VARIABLES]})
+    )
+    for widget in resolved["widgets"]:  # no size to save here: every metric written out
+        if widget["type"] == "metric":
+            widget["properties"]["metrics"] = expand(widget["properties"]["metrics"])
+    return json.dumps(resolved, indent=2) + "\n"
 
 
 def page_panels() -> str:
@@ -515,11 +521,7 @@ def _parameter(value: str) -> str:
 
 
 def page_text(current: str) -> str:
-    head, begin, rest = current.partition(PAGE_BEGIN)
-    _, end, tail = rest.partition(PAGE_END)
-    if not (begin and end):
-        raise ValueError(f"{PAGE} lost its markers: {PAGE_BEGIN!r} … {PAGE_END!r}")
-    return head + page_panels() + tail
+    return between_markers(current, PAGE, PAGE_BEGIN, PAGE_END, page_panels())
 
 
 def written(root: Path = ROOT) -> dict[Path, str]:

@@ -36,15 +36,6 @@ _CEIL = re.compile(r"CEIL\((\w+) / (\d+)\)")
 Series = dict[float, float]
 
 
-def expand(metrics: Sequence[Sequence[Any]]) -> list[list[Any]]:
-    """CloudWatch's ``"."`` shorthand written out."""
-    expanded: list[list[Any]] = []
-    for metric in metrics:
-        before = expanded[-1] if expanded else []
-        expanded.append([before[i] if item == "." else item for i, item in enumerate(metric)])
-    return expanded
-
-
 def statistic(values: Sequence[float], stat: str) -> float:
     if stat == "Sum":
         return float(sum(values))
@@ -108,7 +99,7 @@ def panel_lines(
     start = figures["started"]
     by_id: dict[str, Series] = {}
     lines = []
-    for metric in expand(properties["metrics"]):
+    for metric in properties["metrics"]:  # written out: no CloudWatch shorthand
         options = metric[-1] if isinstance(metric[-1], dict) else {}
         items = metric[:-1] if options else metric
         if not items:
