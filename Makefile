@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test lint unit pythons integration bench clean localstack localstack-host tools lock scan docs
+.PHONY: install run test lint unit pythons integration bench clean localstack localstack-host tools lock scan docs dashboard
 
 install: $(STAMP)
 
@@ -53,6 +53,14 @@ unit: install
 # (tests/reference.py); tests/unit/test_reference_docs.py fails when they are stale.
 docs: install
 	$(BIN)/python -m tests.reference
+
+# The dashboard (docs/DASHBOARD.md): its copies in the template, infra/k8s and the page's list
+# of panels, from tests/dashboard.py (tests/infra/test_dashboard.py fails when one is stale);
+# then its picture, docs/dashboard.png, from a real run of the worker (bench extra, not locked).
+dashboard: install
+	$(BIN)/python -m tests.dashboard
+	$(BIN)/python -m pip install --quiet --no-build-isolation -e '.[bench]'
+	$(BIN)/python -m bench.parts.dashboard_run
 
 integration: install localstack-host
 	$(BIN)/pytest tests/integration

@@ -443,11 +443,17 @@ def runbook_events() -> str:
 
 def runbook_page(current: str) -> str:
     """The runbook with its generated table replaced by a fresh rendering."""
-    head, begin, rest = current.partition(RUNBOOK_BEGIN)
-    _, end, tail = rest.partition(RUNBOOK_END)
-    if not (begin and end):
-        raise ValueError(f"{RUNBOOK} lost its markers: {RUNBOOK_BEGIN!r} … {RUNBOOK_END!r}")
-    return head + runbook_events() + tail
+    return between_markers(current, RUNBOOK, RUNBOOK_BEGIN, RUNBOOK_END, runbook_events())
+
+
+def between_markers(current: str, page: Path, begin: str, end: str, rendered: str) -> str:
+    """``current`` with its part from ``begin`` to ``end`` replaced by ``rendered`` (which
+    carries both markers again)."""
+    head, found_begin, rest = current.partition(begin)
+    _, found_end, tail = rest.partition(end)
+    if not (found_begin and found_end):
+        raise ValueError(f"{page} lost its markers: {begin!r} … {end!r}")
+    return head + rendered + tail
 
 
 # ---------------------------------------------------------------- helpers

@@ -22,7 +22,7 @@ import asyncio
 import json
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
@@ -198,9 +198,16 @@ def worker_causes(log: str) -> dict[str, str | None]:
     return causes
 
 
-async def _through_worker(
-    conversations: Sequence[ReplayedConversation], turns: int, servers: Any
+async def through_worker(
+    conversations: Sequence[ReplayedConversation],
+    turns: int,
+    servers: Any,
+    *,
+    environ: Mapping[str, str] | None = None,
+    beside: Callable[[Stack], Awaitable[None]] | None = None,
 ) -> tuple[dict[str, list[tuple[dict[str, Any], dict[str, Any]]]], str]:
+    """The conversations' turns through a ``worker run`` process (with ``environ`` added to
+    its environment), ``beside`` running meanwhile; what :func:`drive` saw, and its output."""
     from worker.app.runtime import aws_clients
 
     async with aws_clients(pool_size=16) as clients:
@@ -212,6 +219,7 @@ async def _through_worker(
             RECEIVE_WAIT_SECONDS="1",
             COMPACTION_RETRY_SECONDS="3600",
             LOG_FORMAT="json",
+            **(environ or {}),
         )
         # ``worker run`` itself: the calls are not counted here.
         process = contenders.Contender(
@@ -222,12 +230,17 @@ async def _through_worker(
             WORK_DIR / "observed-worker.log",
         )
         process.start()
+        stack = Stack(clients, env)
+        watch = asyncio.create_task(beside(stack)) if beside is not None else None
         try:
-            seen = await drive(Stack(clients, env), conversations, turns)
+            seen = await drive(stack, conversations, turns)
         except Exception as exc:
             raise RuntimeError(f"the worker's run failed\n{process.log_tail()}") from exc
         finally:
             await process.stop()
+            if watch is not None:
+                watch.cancel()
+                await asyncio.gather(watch, return_exceptions=True)
         return seen, process.log_path.read_text(errors="replace")
 
 
@@ -244,7 +257,7 @@ def measure(
     cut = [ReplayedConversation(c.conversation_id, c.messages[: 2 * turns]) for c in picked]
     started = time.monotonic()
     with local_servers(dynalite=False) as servers, pointed_at(servers):
-        seen, log = asyncio.run(_through_worker(cut, turns, servers))
+        seen, log = asyncio.run(through_worker(cut, turns, servers))
     took = time.monotonic() - started
     causes = worker_causes(log)
     config = replace(settings.plan_config, cache_aligned=True, cache_ttl="adaptive")

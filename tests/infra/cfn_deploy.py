@@ -3,10 +3,13 @@
 :func:`deploy_stack` is the one way tests put the stack up: the infra tests check what it
 creates, and a worker-side test can run the real worker against its outputs.
 
-moto's CloudFormation leaves some resource types out (Application Auto Scaling, CloudWatch
-alarms, the bucket policy) with a ``UserWarning``; the project turns warnings into errors, so
-the deploy ignores exactly that warning. :func:`register_backlog_scaling` then puts the
-template's scaling policy in through the Application Auto Scaling API, which moto does serve.
+moto's CloudFormation leaves some resource types out (Application Auto Scaling, the bucket
+policy) with a ``UserWarning``; the project turns warnings into errors, so the deploy ignores
+exactly that warning. It leaves CloudWatch alarms out too, and then refuses the dashboard,
+whose body names each alarm's ARN: :class:`StackAlarm` teaches it to put them, through
+moto's own CloudWatch, so the stack deploys whole and a test reads its alarms back.
+:func:`register_backlog_scaling` then puts the template's scaling policy in through the
+Application Auto Scaling API, which moto does serve.
 """
 
 from __future__ import annotations
@@ -16,10 +19,77 @@ from collections.abc import Mapping
 from typing import Any
 
 import boto3
+from moto.cloudformation.parsing import get_model_list, get_model_map, get_name_type_map
+from moto.core.common_models import CloudFormationModel
 
 from tests.infra.cfn_yaml import TEMPLATE_PATH, load_template, resolve_intrinsics
 
 REGION = "us-east-1"
+
+
+class StackAlarm(CloudFormationModel):
+    """``AWS::CloudWatch::Alarm`` for moto's CloudFormation: the alarm put with moto's
+    CloudWatch under the name CloudFormation gives it; ``Ref`` is its name, ``Fn::GetAtt
+    … Arn`` its ARN. A metric-math alarm is put without its queries (moto stores, never
+    evaluates them)."""
+
+    def __init__(self, alarm: Any) -> None:
+        self.alarm = alarm
+
+    @staticmethod
+    def cloudformation_type() -> str:
+        return "AWS::CloudWatch::Alarm"
+
+    @staticmethod
+    def cloudformation_name_type() -> str:
+        return "AlarmName"
+
+    @classmethod
+    def has_cfn_attr(cls, attr: str) -> bool:
+        return attr == "Arn"
+
+    def get_cfn_attribute(self, attribute_name: str) -> str:
+        return str(self.alarm.alarm_arn)
+
+    @property
+    def physical_resource_id(self) -> str:
+        return str(self.alarm.name)
+
+    @classmethod
+    def create_from_cloudformation_json(  # type: ignore[override]
+        cls,
+        resource_name: str,
+        cloudformation_json: Any,
+        account_id: str,
+        region_name: str,
+        **kwargs: Any,
+    ) -> StackAlarm:
+        from moto.cloudwatch.models import cloudwatch_backends
+
+        given = cloudformation_json["Properties"]
+        alarm = cloudwatch_backends[account_id][region_name].put_metric_alarm(
+            name=resource_name,
+            namespace=given.get("Namespace", ""),
+            metric_name=given.get("MetricName", ""),
+            comparison_operator=given["ComparisonOperator"],
+            evaluation_periods=int(given["EvaluationPeriods"]),
+            datapoints_to_alarm=int(given.get("DatapointsToAlarm", given["EvaluationPeriods"])),
+            period=int(given.get("Period", 60)),
+            threshold=float(given["Threshold"]),
+            statistic=given.get("Statistic", ""),
+            extended_statistic=given.get("ExtendedStatistic"),
+            description=given.get("AlarmDescription", ""),
+            dimensions=given.get("Dimensions", []),
+            alarm_actions=given.get("AlarmActions", []),
+            treat_missing_data=given.get("TreatMissingData"),
+            unit=given.get("Unit"),
+        )
+        return cls(alarm)
+
+
+# moto lists the models CloudFormation knows once, the first time it needs them.
+for _cached in (get_model_list, get_model_map, get_name_type_map):
+    _cached.cache_clear()
 #: The stack name doubles as the resource prefix, as `worker bootstrap --prefix` does.
 DEFAULT_STACK_NAME = "mira"
 #: An ECR image by version tag, as the ContainerImage parameter's pattern requires (moto's

@@ -99,6 +99,16 @@ class ConcreteStack:
                     logical_id: generated,
                     f"{logical_id}.Arn": f"{arn}:iam::{self.account}:role/{generated}",
                 }
+            case "AWS::CloudWatch::Alarm":
+                return {
+                    logical_id: generated,
+                    f"{logical_id}.Arn": f"{arn}:cloudwatch:{regional}:alarm:{generated}",
+                }
+            case "AWS::ECS::Service":
+                return {
+                    logical_id: f"{arn}:ecs:{regional}:service/{generated}",
+                    f"{logical_id}.Name": generated,
+                }
             case _:
                 return {logical_id: generated}
 

@@ -139,3 +139,32 @@ def test_application_auto_scaling_accepts_the_templates_backlog_policy(
         ServiceNamespace="ecs", ResourceIds=[described["ResourceId"]]
     )["ScalableTargets"]
     assert (target["MinCapacity"], target["MaxCapacity"]) == (1, 20)
+
+
+def test_the_stack_puts_its_dashboard_with_the_alarms_it_created(
+    moto_endpoint: str, outputs: dict[str, str]
+) -> None:
+    """The dashboard deploys with the stack, its body rendered by CloudFormation: the alarm
+    widget shows exactly the alarms the stack created (not the scaling policy's own), and the
+    panels the stack's queue."""
+    cloudwatch = aws_client("cloudwatch", moto_endpoint)
+    (entry,) = cloudwatch.list_dashboards()["DashboardEntries"]
+    assert entry["DashboardName"] == "mira-converse-stage"
+    body = json.loads(
+        cloudwatch.get_dashboard(DashboardName="mira-converse-stage")["DashboardBody"]
+    )
+    created = {
+        alarm["AlarmArn"]
+        for alarm in cloudwatch.describe_alarms(AlarmNamePrefix="mira-")["MetricAlarms"]
+    }
+    (status,) = [widget for widget in body["widgets"] if widget["type"] == "alarm"]
+    assert len(created) == 10
+    assert set(status["properties"]["alarms"]) == created
+    converse_queue = outputs["ConverseQueueUrl"].rsplit("/", 1)[-1]
+    first = next(widget for widget in body["widgets"] if widget["type"] == "metric")
+    assert first["properties"]["metrics"][0][:4] == [
+        "AWS/SQS",
+        "ApproximateNumberOfMessagesVisible",
+        "QueueName",
+        converse_queue,
+    ]

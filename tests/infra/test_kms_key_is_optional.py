@@ -22,6 +22,7 @@ BASELINE = REPO_ROOT / "tests" / "data" / "converse-stage.before-kms.yaml"
 ADDED_SINCE = {
     "UnexplainedCacheMissAlarm": "the bill, observed: unexplained cache misses",
     "UnexplainedCacheMissAlarmPercent": "that alarm's threshold",
+    "Dashboard": "the operator's dashboard",
 }
 
 

@@ -30,11 +30,13 @@ SERVICE_OF_MODULE = {
     "s3.py": "s3",
     "probes.py": "dynamodb",
 }
-#: IAM has no separate action for these: the single-message action authorises the batch.
+#: IAM has no separate action for these: the single-message action authorises the batch, and
+#: s3:GetObject authorises HeadObject (S3's "Actions, resources, and condition keys").
 BATCH_ACTIONS = {
     "sqs:SendMessageBatch": "sqs:SendMessage",
     "sqs:DeleteMessageBatch": "sqs:DeleteMessage",
     "sqs:ChangeMessageVisibilityBatch": "sqs:ChangeMessageVisibility",
+    "s3:HeadObject": "s3:GetObject",
 }
 #: Granted though never called: without s3:ListBucket on the bucket, S3 answers a GetObject
 #: of a missing key with 403 AccessDenied instead of 404 NoSuchKey, and the worker would retry

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import reference
+from tests import dashboard, reference
 from worker.events import EVENTS, LIBRARY, Event
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -116,6 +116,26 @@ def test_the_runbook_has_a_section_for_every_alarm_of_the_stack() -> None:
     sections = re.findall(r"^### (\w+)$", (ROOT / reference.RUNBOOK).read_text(), re.MULTILINE)
     assert len(alarms) >= 8
     assert sorted(alarms) == sorted(sections)
+
+
+def test_each_alarms_section_links_to_the_dashboards_panel_that_draws_it() -> None:
+    """Each alarm the dashboard draws (tests/infra/test_dashboard.py checks that it draws them
+    all) links, from its runbook section, to that panel's heading on docs/DASHBOARD.md."""
+    runbook = (ROOT / reference.RUNBOOK).read_text()
+    sections = dict(re.findall(r"^### (\w+)\n(.*?)(?=^##)", runbook, re.MULTILINE | re.DOTALL))
+    page = (ROOT / dashboard.PAGE).read_text()
+    headings = {dashboard.anchor(panel) for panel in dashboard.panels()}
+    assert headings <= {
+        re.sub(r"[^a-z0-9 _-]", "", title.lower()).replace(" ", "-")
+        for title in re.findall(r"^#+ (.+)$", page, re.MULTILINE)
+    }
+    links = {
+        threshold.alarm: f"(DASHBOARD.md#{dashboard.anchor(panel)})"
+        for panel in dashboard.panels()
+        for threshold in panel.thresholds
+    }
+    assert sorted(links) == sorted(sections)
+    assert [alarm for alarm, link in links.items() if link not in sections[alarm]] == []
 
 
 def event_problems(root: Path, declared: Sequence[Event]) -> list[str]:

@@ -195,21 +195,26 @@ async def operating(
         writer = HealthFile(Path(settings.health_file), liveness, clock=clock)
         tasks.append(asyncio.create_task(writer.run(done), name="health-file"))
     book = MetricsBook() if settings.metrics == "emf" else None
-    if book is not None:
-        flusher = EmfFlusher(
-            book,
-            dimensions={SERVICE_DIMENSION: SERVICE, QUEUE_DIMENSION: queue},
-            interval=settings.metrics_flush_seconds,
-            clock=clock,
-            before_flush=lambda book: book.count(LIVENESS_FAILURES, int(bool(liveness.failing()))),
-        )
-        tasks.append(asyncio.create_task(flusher.run(done), name="metrics-flush"))
     telemetry = Telemetry(
         metrics=book or NO_METRICS,
         tracer=get_tracer(tracer_provider),
         clock=clock,
         queue_name=queue,
     )
+
+    def sample(book: MetricsBook) -> None:  # the states each interval writes as it ends
+        book.count(LIVENESS_FAILURES, int(bool(liveness.failing())))
+        telemetry.sample(book)
+
+    if book is not None:
+        flusher = EmfFlusher(
+            book,
+            dimensions={SERVICE_DIMENSION: SERVICE, QUEUE_DIMENSION: queue},
+            interval=settings.metrics_flush_seconds,
+            clock=clock,
+            before_flush=sample,
+        )
+        tasks.append(asyncio.create_task(flusher.run(done), name="metrics-flush"))
     try:
         yield Operations(telemetry, liveness)
     finally:

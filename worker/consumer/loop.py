@@ -219,6 +219,7 @@ class Consumer:
             # A dependency failing for everyone: hold the message (its lease kept) and run
             # the turn again once it recovers, instead of spending a receive on it.
             while (dependency := self._outages.judge(outcome, started)) is not None:
+                turn.held()
                 if not await self._outages.hold(dependency, self._stopping):
                     turn.finished(outcome)
                     await self._leases.release([message])

@@ -139,6 +139,10 @@ class Turn:
         if self.span.is_recording():
             self.span.set_attribute("converse.cache.miss_cause", check.cause or "none")
 
+    def held(self) -> None:
+        """The turn failed on a dependency judged failing and is held, not returned."""
+        self.mark(m.TURNS_HELD, "converse.held")
+
     def mark(self, metric: str, attribute: str) -> None:
         """One more of ``metric``; the span says it happened."""
         self._metrics.count(metric)
@@ -196,10 +200,16 @@ class Telemetry:
         self._wall = wall
         self._queue_name = queue_name
         self._span_name = f"{queue_name} process"
+        self._failing: set[str] = set()
 
     def dependency(self, name: str, failing: bool) -> None:
         """A dependency every turn needs was judged failing (True) or recovered (False)."""
         self._metrics.count(m.DEPENDENCY_FAILING if failing else m.DEPENDENCY_RECOVERED)
+        (self._failing.add if failing else self._failing.discard)(name)
+
+    def sample(self, book: Recorder) -> None:
+        """At each interval's end: the breakers open now (``BreakersOpen``)."""
+        book.count(m.BREAKERS_OPEN, len(self._failing))
 
     def received(self, message: ReceivedMessage) -> None:
         if message.sent_timestamp_ms is not None:

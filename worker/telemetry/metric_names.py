@@ -39,6 +39,8 @@ PAYLOADS_OFFLOADED = "PayloadsOffloaded"
 LIVENESS_FAILURES = "LivenessFailures"
 DEPENDENCY_FAILING = "DependencyFailing"
 DEPENDENCY_RECOVERED = "DependencyRecovered"
+BREAKERS_OPEN = "BreakersOpen"
+TURNS_HELD = "TurnsHeld"
 CACHE_CHECKS = "CacheChecks"
 WINDOW_REANCHORS = "WindowReanchors"
 CACHE_POINT_TTLS = "CachePointTtls"
@@ -168,6 +170,22 @@ METRICS: tuple[Metric, ...] = (
         "Count",
         "counter",
         "A dependency judged failing judged recovered: the worker receives again.",
+    ),
+    Metric(
+        BREAKERS_OPEN,
+        "Count",
+        "counter",
+        "The dependencies this worker judges failing at the end of the interval (0, 1 or 2): "
+        "its breakers' state, sampled as `LivenessFailures` is. Their `Maximum` over the "
+        "workers is 0 when no worker holds its receives.",
+    ),
+    Metric(
+        TURNS_HELD,
+        "Count",
+        "counter",
+        "Turns that failed on a dependency judged failing and were held: the message kept "
+        "invisible with its lease, no receive spent on it, the turn run again once a probe "
+        "succeeds (counted at each hold).",
     ),
     Metric(
         CACHE_CHECKS,

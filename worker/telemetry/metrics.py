@@ -49,6 +49,7 @@ from worker.logs import log_failure
 from worker.telemetry.metric_names import (
     AGE_AT_RECEIVE,
     BILLS_DROPPED,
+    BREAKERS_OPEN,
     BY_NAME,
     CACHE_CHECKS,
     CACHE_MISSES,
@@ -78,6 +79,7 @@ from worker.telemetry.metric_names import (
     SPLIT_BY,
     TTL_DIMENSION,
     TURN_LATENCY,
+    TURNS_HELD,
     WINDOW_DROPPED,
     WINDOW_KEPT,
     WINDOW_LEFT_OUT,
@@ -90,6 +92,7 @@ from worker.timing import Clock, sleep_unless
 __all__ = [
     "AGE_AT_RECEIVE",
     "BILLS_DROPPED",
+    "BREAKERS_OPEN",
     "CACHE_CHECKS",
     "CACHE_MISSES",
     "CACHE_POINT_TTLS",
@@ -118,6 +121,7 @@ __all__ = [
     "SERVICE",
     "SERVICE_DIMENSION",
     "TTL_DIMENSION",
+    "TURNS_HELD",
     "TURN_LATENCY",
     "WINDOW_DROPPED",
     "WINDOW_KEPT",

@@ -108,6 +108,35 @@ async def test_recovery_is_logged_and_counted_and_held_turns_run_at_once(run: Ru
     assert sorted(run.queue.deleted) == ["m2", "m3", "m4"]
 
 
+async def test_each_hold_is_counted_and_the_open_breakers_are_sampled_at_each_interval(
+    run: Run,
+) -> None:
+    """GIVEN the model queue's sends failing from 0 to 50 s and five commands, THEN the third
+    failure opens the breaker and it and the two after are held (``TurnsHeld`` 3), each trial
+    that fails is held again (once more per failed probe); a sample taken while it is open
+    says one breaker open, one taken after the recovery none."""
+    brownout = Brownout(run.clock, 0.0, 50.0, SEND_FAILED)
+    run.stage.outcome = brownout
+    run.queue.put(*messages(5))
+    book = MetricsBook()
+    telemetry = Telemetry(metrics=book, clock=run.clock)
+    run.start(policy(worker_concurrency=16), telemetry=telemetry)
+    await run.clock.advance_to(10.0)
+    telemetry.sample(book)
+    during = book.take().counts
+    await run.stop_at(80.0)
+    telemetry.sample(book)
+    after = book.take().counts
+
+    failed_probes = len([t for t in brownout.failed_at if t > 0])
+    assert failed_probes >= 3  # probes at 1, 3, 7 s … all inside the brownout
+    assert during[m.BREAKERS_OPEN] == 1
+    assert after[m.BREAKERS_OPEN] == 0
+    assert m.BREAKERS_OPEN in after  # written as 0, not left out
+    assert during[m.TURNS_HELD] + after[m.TURNS_HELD] == 3 + failed_probes
+    assert during[m.DEPENDENCY_FAILING] == 1 and after[m.DEPENDENCY_RECOVERED] == 1
+
+
 async def test_a_command_whose_own_turn_keeps_failing_is_returned_each_time(run: Run) -> None:
     """One bad command among good ones: its failures never add up to an outage (a success
     comes between), so it goes back with its backoff each time, as before."""
