@@ -10,7 +10,7 @@ from typing import Any
 from boto3.dynamodb.types import TypeSerializer
 
 from worker.adapters.stored_bills import read_bill
-from worker.caching.observed import ModelUsage
+from worker.caching.bills import ModelUsage
 from worker.ports import StoredDefect
 
 _SERIALIZER = TypeSerializer()

@@ -52,6 +52,16 @@ EVENTS: tuple[Event, ...] = (
         fields=("concurrency", "visibility_timeout", "stop_seconds"),
     ),
     Event(
+        "clerk.converse_model_unknown",
+        ("warning",),
+        "MODEL_ID names a model the stage's table does not know (worker/caching/models.py): "
+        "the cache policy starts from PROMPT_CACHE_MIN_TOKENS if set, else the table's highest "
+        "minimum (`min_tokens`), and offers no `1h` (`offers_1h`).",
+        "Check MODEL_ID against the model stage's; if the model is new, set "
+        "PROMPT_CACHE_MIN_TOKENS from its documentation, and add its row to the table.",
+        fields=("model_id", "min_tokens", "offers_1h"),
+    ),
+    Event(
         "clerk.converse_startup_retry",
         ("warning",),
         "At start-up the converse queue could not be described (endpoint, credentials or "

@@ -36,6 +36,8 @@ from worker.caching.anchor import (
     WindowAnchor,
     cache_aligned_window,
 )
+from worker.caching.bills import CacheExpectation
+from worker.caching.expectation import expectation, view_points
 from worker.caching.lifetimes import (
     HIT_MARGIN_SECONDS,
     HistoryCacheTtl,
@@ -45,15 +47,8 @@ from worker.caching.lifetimes import (
     read_pace,
     turn_shape,
 )
-from worker.caching.observed import (
-    NOTHING_OBSERVED,
-    TTL_SECONDS,
-    CacheExpectation,
-    Observation,
-    expectation,
-    observe,
-    view_points,
-)
+from worker.caching.observed import NOTHING_OBSERVED, Observation, observe
+from worker.caching.prices import TTL_SECONDS
 from worker.memory import (
     ConverseView,
     FoldGap,
@@ -70,13 +65,17 @@ from worker.ports import HistoryPage
 @dataclass(frozen=True, slots=True)
 class PlanConfig:
     """What a turn's decision depends on beyond what it read: the window's limits, the
-    mode, and in the cache-aligned mode the headroom and the cache lifetimes' setting."""
+    mode, in the cache-aligned mode the headroom and the cache lifetimes' setting, and what
+    the stage knows of its model: the cache's minimum prefix, whether it takes ``1h``, and
+    the model stage's own prefix (its system prompt and tools), the calibration's prior."""
 
     limits: WindowLimits
     cache_aligned: bool
     headroom: AnchorHeadroom
     cache_ttl: HistoryCacheTtl
     min_tokens: int
+    offers_1h: bool = True
+    model_prefix_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from typing import Literal, Protocol, Required, TypedDict, Unpack
 
 from worker.caching.anchor import WindowAnchor
-from worker.caching.observed import ModelUsage
+from worker.caching.bills import ModelUsage
 from worker.memory import CompactionPlan, FoldState, HistoryMessage
 
 

@@ -14,6 +14,12 @@ from worker.caching.anchor import (
     AnchorHeadroom,
 )
 from worker.caching.lifetimes import HistoryCacheTtl
+from worker.caching.models import (
+    DEFAULT_MIN_TOKENS,
+    UNKNOWN_MIN_TOKENS,
+    CacheModel,
+    cache_model,
+)
 from worker.consumer.pacing import RECEIVE_RETURN_MARGIN_SECONDS, ConsumerPolicy
 from worker.delivery.pointers import InboundPayloads
 from worker.errors import ConfigError
@@ -180,13 +186,44 @@ class Settings(BaseSettings):
         description="Cache-aligned mode: the `ttl` of the view's cache points: `adaptive` "
         "(chosen per turn and point from the conversation's pace), `5m` or `1h` (every point).",
     )
-    prompt_cache_min_tokens: int = Field(
-        default=1024,
-        ge=1,
-        description="Cache-aligned mode: the model's minimum prefix before a cache point, in "
-        "tokens (1,024 Claude Sonnet 4 / 3.7 and Opus 4; 2,048 Claude 3.5 Haiku; 4,096 Haiku "
-        "4.5 and Opus 4.5); a point below it is worth nothing.",
+    model_id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=2048,
+        description="The Bedrock model or inference-profile id the model stage calls: selects "
+        "the prompt cache's minimum prefix and whether `1h` is offered, from the table in "
+        "worker/caching/models.py (which cites its sources). Unset: a 1,024-token minimum and "
+        "`1h` offered, the stage's defaults. An id the table does not know: "
+        "its highest minimum and no `1h`, with a warning at start-up.",
     )
+    prompt_cache_min_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        description="The model's minimum prefix before a cache point, in tokens: a point below "
+        "it is worth nothing. Unset: MODEL_ID's row (1,024 without MODEL_ID); set, it "
+        "overrides the table.",
+    )
+    model_prefix_tokens: int = Field(
+        default=0,
+        ge=0,
+        le=1_000_000,
+        description="The model stage's own system prompt and tool definitions, in tokens, which "
+        "Bedrock sees before the view: the cache policy's prior for what precedes it, replaced "
+        "by the calibration once the stored bills say otherwise.",
+    )
+
+    @model_validator(mode="after")
+    def _a_1h_ttl_the_model_takes(self) -> Self:
+        """HISTORY_CACHE_TTL=1h needs a MODEL_ID that takes ``1h``: Bedrock refuses a point
+        with a lifetime its model does not offer, so every prompt would be refused."""
+        if self.history_cache_ttl == "1h" and not self.cache_offers_1h:
+            named = self.cache_model.name if self.cache_model else "an id the table does not know"
+            raise ValueError(
+                f"HISTORY_CACHE_TTL (1h) needs a model that takes the 1-hour lifetime, and "
+                f"MODEL_ID ({self.model_id}) is {named}, which does not: Bedrock would refuse "
+                "every prompt; use adaptive or 5m"
+            )
+        return self
 
     @model_validator(mode="after")
     def _headroom_below_the_budget(self) -> Self:
@@ -355,8 +392,35 @@ class Settings(BaseSettings):
             cache_aligned=self.cache_aligned,
             headroom=self.anchor_headroom,
             cache_ttl=self.history_cache_ttl,
-            min_tokens=self.prompt_cache_min_tokens,
+            min_tokens=self.cache_min_tokens,
+            offers_1h=self.cache_offers_1h,
+            model_prefix_tokens=self.model_prefix_tokens,
         )
+
+    @property
+    def cache_model(self) -> CacheModel | None:
+        """MODEL_ID's row of the model table; None without MODEL_ID or for an unknown id."""
+        return cache_model(self.model_id) if self.model_id is not None else None
+
+    @property
+    def cache_min_tokens(self) -> int:
+        """PROMPT_CACHE_MIN_TOKENS if set, else MODEL_ID's row's, else the default (no
+        MODEL_ID) or the table's highest (an unknown one)."""
+        if self.prompt_cache_min_tokens is not None:
+            return self.prompt_cache_min_tokens
+        if self.model_id is None:
+            return DEFAULT_MIN_TOKENS
+        model = self.cache_model
+        return model.min_tokens if model is not None else UNKNOWN_MIN_TOKENS
+
+    @property
+    def cache_offers_1h(self) -> bool:
+        """Whether the model takes ``cachePoint.ttl`` = ``1h``: MODEL_ID's row; yes without
+        MODEL_ID (the default), no for an id the table does not know."""
+        if self.model_id is None:
+            return True
+        model = self.cache_model
+        return model is not None and model.offers_1h
 
     def consumer_policy(
         self, *, visibility_timeout: int, max_receive_count: int | None = None

@@ -41,7 +41,7 @@ from bench.load.replay import (
 )
 from localaws.model_stage import Item, ModelAnswer, ModelStage, answer_item, rfc3339
 from worker.adapters.stored_bills import read_bill
-from worker.caching.observed import ModelUsage
+from worker.caching.bills import ModelUsage
 from worker.memory import estimate_tokens
 from worker.planning import PlanConfig, TurnPlan, plan_turn
 from worker.ports import HistoryPage

@@ -68,7 +68,7 @@ from localaws.bedrock_cache import CacheConfig, chars_per_token
 from localaws.model_stage import SYSTEM_PROMPT as SHORT_SYSTEM_PROMPT
 from localaws.model_stage import ModelAnswer, ModelStage, SystemPromptChange
 from worker.caching.bill_model import TurnCost
-from worker.caching.observed import view_tokens
+from worker.caching.expectation import view_tokens
 from worker.planning import PlanConfig
 from worker.settings import Settings
 

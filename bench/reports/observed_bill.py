@@ -326,7 +326,7 @@ def markdown(doc: dict[str, Any]) -> str:
         "",
         "**Causes** (the loop only: without `model_usage` nothing is checked). Each answer "
         "whose prompt carried `cache` is checked by the next turn's plan "
-        "(`worker/caching/observed.py`, `check`); a conversation's last answer is never "
+        "(`worker/caching/diagnosis.py`, `check`); a conversation's last answer is never "
         "checked. The *expected prefix* is the prefix of the view the stage expected to "
         "read, counted by the stand-in (system prompt included); an answer is *short* when "
         "it read less. *Affected*: short answers the deviation caused, by the stand-in's "

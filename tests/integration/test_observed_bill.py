@@ -31,7 +31,7 @@ from localaws.model_stage import ModelStage, answer_item, put_answer, rfc3339
 from tests.conftest import captured_logs
 from tests.integration.conftest import Stack, running_worker
 from tests.stored import bill_from
-from worker.caching.observed import ModelUsage
+from worker.caching.bills import ModelUsage
 from worker.memory import estimate_tokens
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

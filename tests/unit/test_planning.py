@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import settings as make_settings
 from worker.caching.anchor import AnchorHeadroom, WindowAnchor
-from worker.caching.observed import ExpectedPoint, ModelUsage
+from worker.caching.bills import ExpectedPoint, ModelUsage
 from worker.memory import (
     FoldState,
     HistoryMessage,
@@ -64,7 +64,7 @@ def test_the_settings_give_the_plan_its_configuration_and_nothing_else() -> None
         cache_aligned=True,
         headroom=settings.anchor_headroom,
         cache_ttl="1h",
-        min_tokens=settings.prompt_cache_min_tokens,
+        min_tokens=settings.cache_min_tokens,
     )
 
 

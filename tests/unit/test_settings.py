@@ -180,11 +180,11 @@ def test_the_cache_lifetimes_are_adaptive_at_the_sonnet_minimum_unless_set(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     s = load_settings()
-    assert (s.history_cache_ttl, s.prompt_cache_min_tokens) == ("adaptive", 1024)
+    assert (s.history_cache_ttl, s.cache_min_tokens) == ("adaptive", 1024)
     monkeypatch.setenv("HISTORY_CACHE_TTL", "1h")
     monkeypatch.setenv("PROMPT_CACHE_MIN_TOKENS", "4096")
     s = load_settings()
-    assert (s.history_cache_ttl, s.prompt_cache_min_tokens) == ("1h", 4096)
+    assert (s.history_cache_ttl, s.cache_min_tokens) == ("1h", 4096)
 
 
 def test_the_cache_aligned_mode_and_its_headroom_are_read_from_the_environment(

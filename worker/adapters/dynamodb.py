@@ -15,7 +15,7 @@ from worker.adapters.stored_attributes import MESSAGE_PREFIX as MESSAGE_PREFIX
 from worker.adapters.stored_attributes import STATE_KEY as STATE_KEY
 from worker.adapters.stored_items import StateReading, read_message, read_state
 from worker.caching.anchor import WindowAnchor
-from worker.caching.observed import ModelUsage
+from worker.caching.bills import ModelUsage
 from worker.memory import CompactionPlan, FoldState, HistoryMessage
 from worker.ports import HistoryPage, StoredDefect
 

@@ -20,7 +20,7 @@ from worker.adapters.stored_values import (
     fail,
     of_type,
 )
-from worker.caching.observed import CacheExpectation, ExpectedPoint, ModelUsage
+from worker.caching.bills import CacheExpectation, ExpectedPoint, ModelUsage
 from worker.memory.converse import CacheTtl
 from worker.ports import StoredDefect
 

@@ -27,7 +27,7 @@ from worker.adapters.stored_attributes import MAX_SEQ
 from worker.adapters.stored_bills import read_bill
 from worker.adapters.stored_values import Item, Unreadable, as_text, as_time, as_whole_number, fail
 from worker.caching.anchor import SummarySnapshot, WindowAnchor
-from worker.caching.observed import ModelUsage
+from worker.caching.bills import ModelUsage
 from worker.memory import FoldState, HistoryMessage
 from worker.memory.history_window import Role
 from worker.ports import StoredDefect

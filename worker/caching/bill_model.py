@@ -52,7 +52,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from worker.caching.observed import PRICE_READ, PRICE_WRITE, TTL_SECONDS
+from worker.caching.prices import PRICE_READ, PRICE_WRITE, TTL_SECONDS
 from worker.memory.converse import CacheTtl
 from worker.memory.tokens import estimate_tokens
 

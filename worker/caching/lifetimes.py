@@ -41,14 +41,8 @@ from datetime import datetime
 from itertools import pairwise, product
 from typing import Literal
 
-from worker.caching.observed import (
-    NOTHING_OBSERVED,
-    PRICE_INPUT,
-    PRICE_READ,
-    PRICE_WRITE,
-    TTL_SECONDS,
-    Observation,
-)
+from worker.caching.observed import NOTHING_OBSERVED, Observation
+from worker.caching.prices import PRICE_INPUT, PRICE_READ, PRICE_WRITE, TTL_SECONDS
 from worker.memory.converse import CacheTtl, ConverseView, cache_point_prefixes
 from worker.memory.history_window import Window, WindowLimits
 from worker.memory.tokens import estimate_tokens

@@ -16,7 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from worker.caching.bill_model import CacheRules, PromptCache, price_turn
-from worker.caching.observed import Calibration, ModelUsage
+from worker.caching.bills import ModelUsage
+from worker.caching.calibration import Calibration
 from worker.memory import HistoryMessage, is_blank
 from worker.planning import PlanConfig, plan_turn
 from worker.ports import HistoryPage

@@ -7,7 +7,7 @@ from the stored answers' ``model_usage``: when the model call was made, the comm
 answered, the uncached input, the cache's reads and writes by TTL, the input as billed (1x,
 0.1x, 1.25x for 5-minute writes, 2x for 1-hour ones), the read the prompt expected, and a miss
 with its cause. Each answer is checked as the stage checks the newest one on its page
-(:func:`worker.caching.observed.check`): against the answers before it, with the calibration
+(:func:`worker.caching.diagnosis.check`): against the answers before it, with the calibration
 of the answers up to and including it. Answers stored without a bill are listed as such, and
 answers whose bill is malformed as dropped, with the attribute and why.
 
@@ -22,14 +22,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from worker.caching.observed import (
-    CAUSES,
-    CacheCheck,
-    Calibration,
-    ModelUsage,
-    calibrate,
-    check,
-)
+from worker.caching.bills import ModelUsage
+from worker.caching.calibration import Calibration, calibrate
+from worker.caching.diagnosis import CAUSES, CacheCheck, check
 from worker.cli.bill_estimate import SlidingEstimate, sliding_estimate
 from worker.memory import HistoryMessage
 from worker.planning import PlanConfig

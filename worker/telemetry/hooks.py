@@ -34,7 +34,7 @@ from worker.telemetry.tracing import (
 from worker.timing import Clock, LoopClock
 
 if TYPE_CHECKING:
-    from worker.caching.observed import CacheCheck
+    from worker.caching.diagnosis import CacheCheck
     from worker.memory import ConverseView, FoldGap, Window
 
 

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from worker.caching.observed import CacheExpectation
+from worker.caching.bills import CacheExpectation
 from worker.errors import RejectedCommand
 from worker.memory import CompactionPlan, ConverseView, FoldState, Window, is_blank
 from worker.stamps import read_time

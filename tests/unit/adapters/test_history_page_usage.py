@@ -20,7 +20,7 @@ from tests.conftest import settings as make_settings
 from tests.stored import BROKEN_BILLS, break_bill
 from worker.adapters.dynamodb import history_page
 from worker.adapters.stored_bills import read_bill
-from worker.caching.observed import CacheExpectation, ExpectedPoint, ModelUsage
+from worker.caching.bills import CacheExpectation, ExpectedPoint, ModelUsage
 from worker.memory import FoldState, HistoryMessage, WindowLimits, bound_history, render_converse
 from worker.planning import plan_turn
 from worker.turn.commands import ConverseCommand, prompt_payload

@@ -17,7 +17,7 @@ from tests.stored import USAGE, bill_from, typed
 from worker.adapters.stored_attributes import ATTRIBUTES, BY_NAME, MAX_TOKENS, StoredAttribute
 from worker.adapters.stored_items import MessageReading, read_message, read_state
 from worker.caching.anchor import SummarySnapshot, WindowAnchor
-from worker.caching.observed import CacheExpectation, ExpectedPoint, ModelUsage
+from worker.caching.bills import CacheExpectation, ExpectedPoint, ModelUsage
 from worker.memory import FoldState, HistoryMessage
 from worker.ports import StoredDefect
 

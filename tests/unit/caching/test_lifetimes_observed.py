@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from worker.caching.calibration import Calibration
 from worker.caching.lifetimes import (
     Pace,
     PointShape,
@@ -19,7 +20,7 @@ from worker.caching.lifetimes import (
     expected_read,
     read_pace,
 )
-from worker.caching.observed import Calibration, Observation, observe
+from worker.caching.observed import Observation, observe
 
 START = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 MIN = 1_024

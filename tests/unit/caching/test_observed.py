@@ -15,19 +15,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from tests.stored import USAGE, bill_from
-from worker.caching.observed import (
-    CALIBRATION_SAMPLES,
-    CacheExpectation,
-    Calibration,
-    Cause,
-    ExpectedPoint,
-    ModelUsage,
-    Observation,
-    alive_prefixes,
-    calibrate,
-    check,
-    observe,
-)
+from worker.caching.bills import CacheExpectation, ExpectedPoint, ModelUsage
+from worker.caching.calibration import CALIBRATION_SAMPLES, Calibration, calibrate
+from worker.caching.diagnosis import Cause, check
+from worker.caching.history import alive_prefixes
+from worker.caching.observed import Observation, observe
 
 T0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 MIN = 1_024

@@ -23,7 +23,7 @@ from typing import get_args
 import pytest
 
 from worker.caching.anchor import ReanchorReason
-from worker.caching.observed import CAUSES
+from worker.caching.diagnosis import CAUSES
 from worker.memory.converse import CacheTtl
 from worker.telemetry import metric_names as names
 from worker.telemetry.hooks import REJECTION_KINDS

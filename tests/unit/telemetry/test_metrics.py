@@ -14,7 +14,7 @@ import pytest
 from tests.conftest import captured_logs
 from tests.emf import check_document, documents, samples, totals
 from tests.unit.clock import FakeClock
-from worker.caching.observed import CacheCheck, Cause
+from worker.caching.diagnosis import CacheCheck, Cause
 from worker.ports import ReceivedMessage
 from worker.telemetry import hooks as telemetry
 from worker.telemetry import metrics as m
