@@ -145,3 +145,40 @@ def assert_model_ready(payload: dict[str, Any]) -> None:
     assert set(converse) == {"system", "messages"}
     assert converse_errors(converse) == []
     assert converse["messages"][-1]["content"][-1] == {"text": payload["message"]}
+
+
+def contract_digests(converse: dict[str, Any]) -> list[str]:
+    """Each cache point's ``prefix_digest`` as the contract defines it ("The bill, observed"):
+    the first 16 hex digits of the SHA-256 of the view's canonical JSON up to the point,
+    written here from the contract's words: the ``system`` texts and the messages (role and
+    texts, the last one as far as the point), the point blocks left out, keys sorted, no
+    whitespace, UTF-8."""
+    import hashlib
+    import json
+
+    digests: list[str] = []
+    system: list[str] = []
+    messages: list[dict[str, Any]] = []
+
+    def digest() -> str:
+        canonical = json.dumps(
+            {"system": system, "messages": messages},
+            sort_keys=True,
+            separators=(",", ":"),
+            ensure_ascii=False,
+        )
+        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
+
+    for block in converse["system"]:
+        if "cachePoint" in block:
+            digests.append(digest())
+        else:
+            system.append(block["text"])
+    for message in converse["messages"]:
+        messages.append({"role": message["role"], "content": []})
+        for block in message["content"]:
+            if "cachePoint" in block:
+                digests.append(digest())
+            else:
+                messages[-1]["content"].append(block["text"])
+    return digests

@@ -426,8 +426,15 @@ EVENTS: tuple[Event, ...] = (
         "the `cache` its prompt expected: the read expected (the estimate, and calibrated "
         "to real tokens) and made, the writes by TTL, the input as billed, and a miss's "
         "`cause` (`expired`, `stage_changed_prefix`, `below_minimum`, `ttl_downgraded`, "
-        "`unexplained`; null: no miss); the conversation's token calibration, and whether "
-        "a cache entry is alive at this command's `sent_at`. A warning when the miss is "
+        "`unexplained`; null: no miss; `details_known` false: the bill carried no "
+        "`cacheDetails`, so no downgrade is inferred), the conversation's token calibration "
+        "(its ratio and offset, the bills it rests on, those rejected as outliers, a reset "
+        "after the model stage's prefix jumped, its relative error), the offset of the model "
+        "stage's clock from the producers' (`clock_offset_s`, from the conversation's own "
+        "timeline), the model's minimum as the bills show it (`min_raised` when a point that "
+        "reached the configured one wrote nothing; `spaced` when a later point needed more), "
+        "and the prefixes alive at this command's `sent_at`. Logged once the prompt is out: "
+        "each answer is checked once, by the turn after it. A warning when the miss is "
         "`unexplained`.",
         "None for one `unexplained` miss (an entry evicted early). Many: the model stage's "
         "system prompt, tools or model changed (every prefix then misses), or Bedrock's "
@@ -447,6 +454,14 @@ EVENTS: tuple[Event, ...] = (
             "calibration_ratio",
             "calibration_offset",
             "calibration_samples",
+            "details_known",
+            "calibration_rejected",
+            "calibration_reset",
+            "calibration_error",
+            "clock_offset_s",
+            "min_tokens",
+            "min_raised",
+            "spaced",
             "alive",
             "cold",
         ),

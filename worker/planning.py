@@ -107,7 +107,7 @@ def plan_turn(
 ) -> TurnPlan:
     """Decide the turn for ``message`` (sent at ``sent_at``) over what ``page`` holds."""
     state = page.state
-    observed = _observe(page, sent_at, config.min_tokens)
+    observed = _observe(page, sent_at, config)
     if not config.cache_aligned:
         window = bound_history(page.messages, config.limits)
         view = render_converse(window, message, state.summary)
@@ -171,16 +171,16 @@ def plan_turn(
     )
 
 
-def _observe(page: HistoryPage, sent_at: datetime | None, min_tokens: int) -> Observation:
+def _observe(page: HistoryPage, sent_at: datetime | None, config: PlanConfig) -> Observation:
     """What the page's stored bills say, for this command's ``sent_at``."""
-    newest_answer = _newest_answer(page)
-    newest_question = next((m for m in page.messages if m.role == "user"), None)
     return observe(
         page.usage,
-        newest_answer_seq=newest_answer,
-        newest_question_at=newest_question.created_at if newest_question else None,
+        page.messages,
+        newest_answer_seq=_newest_answer(page),
         sent_at=sent_at,
-        min_tokens=min_tokens,
+        min_tokens=config.min_tokens,
+        offers_1h=config.offers_1h,
+        model_prefix_tokens=config.model_prefix_tokens,
     )
 
 
@@ -211,13 +211,14 @@ def _summary_read(
     if not points:
         return 0
     prefix = points[0].prefix_tokens
-    if observed.calibration.tokens(prefix) < config.min_tokens:
+    if observed.calibration.tokens(prefix) < max(config.min_tokens, observed.min_tokens):
         return 0
     previous = page.usage[0].expected if page.usage else None
-    if previous is not None and prefix not in {p.prefix_tokens for p in previous.points}:
+    if previous is not None and not any(points[0].same_prefix(p) for p in previous.points):
         return 0
-    if observed.alive is not None:
-        return prefix if prefix in observed.alive else 0
+    readable = observed.readable(prefix, points)
+    if readable is not None:
+        return prefix if readable == prefix else 0
     asked = next((m.created_at for m in page.messages if m.role == "user"), None)
     if asked is None or sent_at is None:
         return 0

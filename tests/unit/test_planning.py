@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from tests.conftest import settings as make_settings
+from tests.converse_rules import contract_digests
 from worker.caching.anchor import AnchorHeadroom, WindowAnchor
 from worker.caching.bills import ExpectedPoint, ModelUsage
 from worker.memory import (
@@ -206,10 +207,12 @@ def test_a_sliding_payload_expects_its_summary_prefix_while_the_previous_questio
     prompt = estimate_tokens(LONG_SUMMARY) + estimate_tokens(MESSAGE)
     prompt += sum(estimate_tokens(m.content) for m in plan.window.messages)
     assert view_cache_points(plan) == [("5m", 1_200)]
-    assert payload_of(plan)["cache"] == {
+    payload = payload_of(plan)
+    [digest] = contract_digests(payload["converse"])
+    assert payload["cache"] == {
         "prompt_tokens": prompt,
         "expected_read_tokens": read,
-        "points": [{"ttl": "5m", "prefix_tokens": 1_200}],
+        "points": [{"ttl": "5m", "prefix_tokens": 1_200, "prefix_digest": digest}],
     }
 
 
@@ -217,7 +220,8 @@ def test_a_summary_below_the_minimum_is_a_point_expected_to_read_nothing() -> No
     plan = plan_turn(sliding_page(SUMMARY), MESSAGE, sent_at=NEWEST_QUESTION, config=SLIDING)
     assert plan.cache is not None
     assert plan.cache.expected_read_tokens == 0
-    assert plan.cache.points == (ExpectedPoint("5m", estimate_tokens(SUMMARY)),)
+    [digest] = contract_digests(payload_of(plan)["converse"])
+    assert plan.cache.points == (ExpectedPoint("5m", estimate_tokens(SUMMARY), digest),)
 
 
 def test_a_view_without_a_cache_point_carries_no_cache_block() -> None:
@@ -360,11 +364,6 @@ def test_an_answer_stored_in_parts_carries_its_bill_on_the_first_part() -> None:
     assert plan.aligned is not None and plan.aligned.reason == "cold"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a known limit: the bills compare prefixes by their estimated tokens (the cache "
-    "block carries no more), so a moved summary of the same length is expected to be read",
-)
 def test_a_sliding_payload_expects_no_read_of_a_summary_the_fold_has_replaced() -> None:
     """GIVEN the previous prompt's summary point (1,200 tokens) alive by its bill, WHEN the
     fold has moved and the new summary happens to count as many tokens, THEN nothing of it

@@ -135,7 +135,7 @@ ATTRIBUTES: tuple[StoredAttribute, ...] = (
     _bill(
         "expected.points",
         "L",
-        f"at most {MAX_POINTS} maps `{{ttl, prefix_tokens}}`",
+        f"at most {MAX_POINTS} maps `{{ttl, prefix_tokens, prefix_digest}}`",
         optional=False,
     ),
     _bill("expected.points[].ttl", "S", "`5m` or `1h`", optional=False),
@@ -144,6 +144,11 @@ ATTRIBUTES: tuple[StoredAttribute, ...] = (
         "N",
         "a whole number from 0 to `prompt_tokens`",
         optional=False,
+    ),
+    _bill(
+        "expected.points[].prefix_digest",
+        "S",
+        "16 lowercase hex digits, the prefix's digest (an older payload's points have none)",
     ),
     StoredAttribute(
         "state",

@@ -5,6 +5,7 @@ dropped, never half-used (:mod:`worker.adapters.stored_attributes` declares each
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from worker.adapters.stored_attributes import MAX_COMMAND_ID, MAX_POINTS
@@ -25,6 +26,7 @@ from worker.memory.converse import CacheTtl
 from worker.ports import StoredDefect
 
 _TTLS: Mapping[object, CacheTtl] = {"5m": "5m", "1h": "1h"}
+_DIGEST = re.compile(r"[0-9a-f]{16}", re.ASCII)
 
 
 def read_bill(value: object, seq: int) -> ModelUsage | StoredDefect | None:
@@ -45,6 +47,7 @@ def _bill(usage: Mapping[str, object], seq: int) -> ModelUsage:
     read = as_optional_count(usage.get("cacheReadInputTokens"), name + "cacheReadInputTokens")
     write = as_optional_count(usage.get("cacheWriteInputTokens"), name + "cacheWriteInputTokens")
     written_1h = _written_1h(usage.get("cacheDetails"), write)
+    details_known = of_type(usage.get("cacheDetails"), name + "cacheDetails", "L") is not None
     command_id = as_text(usage.get("command_id"), name + "command_id")
     if command_id is not None and not 1 <= len(command_id) <= MAX_COMMAND_ID:
         fail(name + "command_id", f"not 1 to {MAX_COMMAND_ID} characters")
@@ -58,6 +61,7 @@ def _bill(usage: Mapping[str, object], seq: int) -> ModelUsage:
         answered_at=as_time(usage.get("answered_at"), name + "answered_at"),
         command_id=command_id,
         expected=_expectation(usage.get("expected")),
+        details_known=details_known,
     )
 
 
@@ -100,5 +104,8 @@ def _expectation(value: object) -> CacheExpectation | None:
         if ttl is None:
             fail(name + ".points[].ttl", "neither 5m nor 1h")
         prefix = as_count(point.get("prefix_tokens"), name + ".points[].prefix_tokens", high=prompt)
-        points.append(ExpectedPoint(ttl, prefix))
+        digest = as_text(point.get("prefix_digest"), name + ".points[].prefix_digest")
+        if digest is not None and not _DIGEST.fullmatch(digest):
+            fail(name + ".points[].prefix_digest", "not 16 hex digits")
+        points.append(ExpectedPoint(ttl, prefix, digest))
     return CacheExpectation(prompt, read, tuple(points))

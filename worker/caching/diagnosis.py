@@ -13,14 +13,12 @@ miss whose ``1h`` writes came back ``5m`` is ``ttl_downgraded`` too.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Literal
 
-from worker.caching.bills import ModelUsage
 from worker.caching.calibration import Calibration
-from worker.caching.history import FIVE_MINUTES, read_through, replay
+from worker.caching.history import FIVE_MINUTES, AnswerReplay, Entry
 
 Cause = Literal["expired", "stage_changed_prefix", "below_minimum", "ttl_downgraded", "unexplained"]
 CAUSES: tuple[Cause, ...] = (
@@ -48,92 +46,103 @@ class CacheCheck:
     billed_units: float
     cause: Cause | None
     downgraded: bool
+    details_known: bool = True
 
 
 def check(
-    newest: ModelUsage,
-    earlier: Sequence[ModelUsage],
+    answer: AnswerReplay,
+    previous: AnswerReplay | None,
     calibration: Calibration,
     *,
     min_tokens: int,
 ) -> CacheCheck | None:
-    """``newest``'s expectation against its bill, with the cause of a miss; ``earlier`` are
-    the older observed answers, newest first. None when ``newest`` carries no expectation
-    (its prompt had no cache point, or the writer did not pass ``cache`` on)."""
-    expected = newest.expected
+    """``answer``'s bill against what its own prompt expected (its ``expected``), with the cause
+    of a miss; ``previous`` is the answer just before it, when that one's bill is on the page
+    (its prompt is the one this one's could share a prefix with). None when ``answer`` carries
+    no expectation (its prompt had no cache point, or the writer did not pass ``cache`` on)."""
+    usage = answer.usage
+    expected = usage.expected
     if expected is None:
         return None
     want = expected.expected_read_tokens
     real = calibration.tokens(want) if want > 0 else 0
     cause: Cause | None = None
-    if want > 0 and _read_short(newest, earlier, calibration):
-        cause = _cause(newest, earlier, calibration, min_tokens=min_tokens)
-    was_downgraded = False
-    if newest.answered_at is not None:
-        timed = [u for u in (newest, *earlier) if u.answered_at is not None]
-        replayed = replay(
-            list(reversed(timed)), newest.answered_at, calibration, min_tokens=min_tokens
-        )
-        was_downgraded = newest.seq in replayed.downgraded
-    if cause is None and was_downgraded:
+    if want > 0 and (answer.read is None or answer.read.prefix < want):
+        cause = _cause(answer, previous, calibration, min_tokens=min_tokens)
+    if cause is None and answer.downgraded:
         cause = "ttl_downgraded"  # no read fell short, but its 1h writes came back 5m
     return CacheCheck(
-        seq=newest.seq,
-        command_id=newest.command_id,
+        seq=usage.seq,
+        command_id=usage.command_id,
         expected_read=want,
         expected_read_tokens=real,
-        read_tokens=newest.read_tokens,
-        write_tokens=newest.write_tokens,
-        written_5m=newest.written_5m,
-        written_1h=newest.written_1h,
-        billed_units=newest.billed_units,
+        read_tokens=usage.read_tokens,
+        write_tokens=usage.write_tokens,
+        written_5m=usage.written_5m,
+        written_1h=usage.written_1h,
+        billed_units=usage.billed_units,
         cause=cause,
-        downgraded=was_downgraded,
+        downgraded=answer.downgraded,
+        details_known=usage.details_known,
     )
 
 
-def _read_short(
-    newest: ModelUsage, earlier: Sequence[ModelUsage], calibration: Calibration
-) -> bool:
-    """Whether ``newest``'s read ended short of the prefix it expected: at a shorter one of
-    the prefixes its own prompt and the previous ones had points at (or at none)."""
-    assert newest.expected is not None
-    want = newest.expected.expected_read_tokens
-    known = {want, *(p.prefix_tokens for u in earlier[:2] if u.expected for p in u.expected.points)}
-    return read_through(newest, calibration, known) < want
-
-
 def _cause(
-    newest: ModelUsage,
-    earlier: Sequence[ModelUsage],
+    answer: AnswerReplay,
+    previous: AnswerReplay | None,
     calibration: Calibration,
     *,
     min_tokens: int,
 ) -> Cause:
-    """Why ``newest`` read less than it expected (see the module's docstring)."""
-    assert newest.expected is not None
-    want = newest.expected.expected_read_tokens
-    previous = earlier[0].expected if earlier else None
-    if previous is not None and want not in {point.prefix_tokens for point in previous.points}:
+    """Why ``answer`` read less than it expected (see the module's docstring)."""
+    usage = answer.usage
+    assert usage.expected is not None and usage.answered_at is not None
+    want = usage.expected.expected_read_tokens
+    at = usage.answered_at
+    if previous is not None and _moved(answer, previous, want):
         return "stage_changed_prefix"
     if calibration.tokens(want) < min_tokens:
         return "below_minimum"
-    at = newest.answered_at
-    if at is None:
-        return "unexplained"
-    entry = replay(list(reversed(earlier)), at, calibration, min_tokens=min_tokens).entries.get(
-        want
-    )
-    if entry is None:
+    wanted = _wanted(answer, want)
+    if wanted is None:
         # No answer on the page made it (an older one did, or it was read ever since): alive
-        # if the last answer is within the shortest life, else the bills cannot say.
-        last = next((u.answered_at for u in earlier if u.answered_at is not None), None)
+        # if the previous answer is within the shortest life, else the bills cannot say.
+        last = previous.usage.answered_at if previous is not None else None
         if last is not None and at - last <= timedelta(seconds=FIVE_MINUTES):
             return "unexplained"
         return "expired"
-    if entry.expires > at:
+    if wanted.alive(at):
         return "unexplained"
-    as_asked = entry.expires + timedelta(seconds=entry.asked - entry.life)
-    if entry.asked > entry.life and as_asked > at:
+    as_asked = wanted.expires + timedelta(seconds=wanted.asked - wanted.life)
+    if wanted.asked > wanted.life and as_asked > at:
         return "ttl_downgraded"
     return "expired"
+
+
+def _moved(answer: AnswerReplay, previous: AnswerReplay, want: int) -> bool:
+    """Whether the previous prompt held no prefix this one expected to read: by identity where
+    this prompt marks a point there, else by length (an older payload, or a prefix found by
+    Bedrock's lookback)."""
+    prior = previous.usage.expected
+    assert answer.usage.expected is not None
+    if prior is None:
+        return False
+    point = answer.usage.expected.point_at(want)
+    if point is None:
+        return want not in {p.prefix_tokens for p in prior.points}
+    read = previous.read
+    return not any(point.same_prefix(p) for p in prior.points) and not (
+        read is not None and read.key == point.key
+    )
+
+
+def _wanted(answer: AnswerReplay, want: int) -> Entry | None:
+    """The entry the expected read would have read: the replay's entry at the prompt's point
+    of that length, or, where the prompt marks none there, one of that length the replay held
+    (an earlier prompt's point, which Bedrock finds by its lookback)."""
+    assert answer.usage.expected is not None
+    point = answer.usage.expected.point_at(want)
+    if point is not None and point.key in answer.before:
+        return answer.before[point.key]
+    same = [e for e in answer.before.values() if e.prefix == want]
+    return same[0] if point is None and len(same) == 1 else None

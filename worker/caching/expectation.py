@@ -11,7 +11,10 @@ from worker.memory.tokens import estimate_tokens
 def view_points(view: ConverseView) -> tuple[ExpectedPoint, ...]:
     """The view's cache points in order: each one's TTL (``5m`` without one, Bedrock's
     default) and the estimated tokens before it."""
-    return tuple(ExpectedPoint(ttl, prefix) for ttl, prefix in cache_points(view))
+    return tuple(
+        ExpectedPoint(point.ttl, point.prefix_tokens, point.prefix_digest)
+        for point in cache_points(view)
+    )
 
 
 def view_tokens(view: ConverseView) -> int:

@@ -41,6 +41,8 @@ from datetime import datetime
 from itertools import pairwise, product
 from typing import Literal
 
+from worker.caching.bills import ExpectedPoint
+from worker.caching.expectation import view_points
 from worker.caching.observed import NOTHING_OBSERVED, Observation
 from worker.caching.prices import PRICE_INPUT, PRICE_READ, PRICE_WRITE, TTL_SECONDS
 from worker.memory.converse import CacheTtl, ConverseView, cache_point_prefixes
@@ -124,11 +126,14 @@ class PointShape:
 
 @dataclass(frozen=True, slots=True)
 class TurnShape:
-    """The view's cache points in order along the prompt, and the tokens of prefix this
-    turn's prompt shares with the previous turn's (0: none, e.g. a new summary)."""
+    """The view's cache points in order along the prompt, the tokens of prefix this turn's
+    prompt shares with the previous turn's (0: none, e.g. a new summary), and the view's
+    points as the payload names them (their prefixes' identities: what the bills' entries
+    are matched against)."""
 
     points: tuple[PointShape, ...]
     shared: int = 0
+    named: tuple[ExpectedPoint, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,7 +211,7 @@ def turn_shape(
         )
     elif summary_shared:
         shared = summary_tokens
-    return TurnShape(points, shared)
+    return TurnShape(points, shared, view_points(view))
 
 
 def choose_ttls(
@@ -229,11 +234,10 @@ def choose_ttls(
         return TtlChoice(_every(setting, count), "fixed", pace)
     if pace is None or not pace.gaps:
         return TtlChoice(five, "no_pace", pace)
-    tokens = observed.calibration.tokens
-    cacheable = [i for i, point in enumerate(shape.points) if tokens(point.prefix) >= min_tokens]
+    cacheable = cacheable_points(shape, min_tokens, observed)
     if not cacheable:
         return TtlChoice(five, "below_minimum", pace)
-    read = observed.readable(shape.shared)
+    read = observed.readable(shape.shared, shape.named)
     if read is None:
         previous = _previous_life(shape, pace, cacheable)
         lives = previous is not None and pace.gaps[-1] <= _LIFE[previous] - HIT_MARGIN_SECONDS
@@ -257,10 +261,10 @@ def expected_read(
     setting or the policy gave it) outlives the newest gap."""
     if shape.shared <= 0:
         return 0
-    readable = observed.readable(shape.shared)
+    readable = observed.readable(shape.shared, shape.named)
     if readable is not None:
         return readable
-    if observed.calibration.tokens(shape.shared) < min_tokens:
+    if observed.calibration.tokens(shape.shared) < max(min_tokens, observed.min_tokens):
         return 0
     if choice.why == "expected_cost":
         return choice.read
@@ -269,6 +273,23 @@ def expected_read(
         return 0
     life = _LIFE["5m" if setting == "adaptive" else setting]
     return shape.shared if pace.gaps[-1] <= life - HIT_MARGIN_SECONDS else 0
+
+
+def cacheable_points(shape: TurnShape, min_tokens: int, observed: Observation) -> list[int]:
+    """The points whose prefix can cache: its real tokens (the calibration's, which starts
+    from the model stage's own prefix) reach the model's minimum, as configured or as the
+    bills raised it; where the bills showed each further checkpoint needing the minimum more,
+    each point must hold that much more than the last one that can."""
+    minimum = max(min_tokens, observed.min_tokens)
+    cacheable: list[int] = []
+    last = 0
+    for index, point in enumerate(shape.points):
+        tokens = observed.calibration.tokens(point.prefix)
+        needed = last + minimum if observed.spaced and cacheable else minimum
+        if tokens >= needed:
+            cacheable.append(index)
+            last = tokens
+    return cacheable
 
 
 def _every(ttl: CacheTtl, count: int) -> tuple[PointTtl, ...]:

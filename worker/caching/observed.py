@@ -13,44 +13,78 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from worker.caching.bills import ModelUsage
-from worker.caching.calibration import Calibration, calibrate
+from worker.caching.bills import ExpectedPoint, ModelUsage
+from worker.caching.calibration import Calibration, calibrate, prior
+from worker.caching.clocks import NO_OFFSET, ClockOffset, reconcile
 from worker.caching.diagnosis import CacheCheck, check
-from worker.caching.history import alive_prefixes, replay
+from worker.caching.history import (
+    ALIVE_MARGIN,
+    AnswerReplay,
+    CacheHistory,
+    Entry,
+    is_prefix,
+    replay,
+)
 from worker.caching.prices import LONGEST_TTL
+from worker.memory.history_window import HistoryMessage
 
 #: The answers on a page whose ``1h`` writes came back ``5m`` before ``1h`` is no longer
 #: offered: two, so that one point the calibration misjudged near the minimum (not written
 #: at all, rather than downgraded) does not end ``1h`` for the conversation.
 DOWNGRADES_TO_STOP_1H = 2
+#: The most a conversation's bills may raise the model's minimum: a calibration gone wrong
+#: must not shut the cache.
+MINIMUM_RAISE_CAP = 4
 
 
 @dataclass(frozen=True, slots=True)
 class Observation:
     """What a turn learns from the answers on its page.
 
-    ``alive``: the prefixes (estimated tokens) whose entries are alive at the command's
-    ``sent_at`` (None: not known, the newest answer carries no bill or there is no
-    ``sent_at``). ``cold``: every entry is dead (none is alive by the bills, and the newest
-    answer's prompt made some, or the newest question is over an hour older than
-    ``sent_at``; without bills, the latter alone). ``no_1h``: the conversation's
-    ``1h`` writes came back as ``5m`` (:data:`DOWNGRADES_TO_STOP_1H` times on the page).
+    ``alive``: the entries alive at the command's ``sent_at`` (None: not known, the newest
+    answer carries no bill or there is no ``sent_at``). ``cold``: every entry is dead by the
+    evidence: the longest life the newest answer's call wrote or renewed has passed since it
+    (on the producers' clock), or more than the longest TTL has; without its bill, the newest
+    question is more than the longest TTL older than ``sent_at``. ``no_1h``: the model takes
+    no ``1h``, or the conversation's ``1h`` writes came back ``5m``
+    (:data:`DOWNGRADES_TO_STOP_1H` times on the page; only bills with ``cacheDetails`` say).
+    ``min_tokens``: the model's minimum as the bills show it (a point that reached the
+    configured one and wrote nothing raises it); ``spaced``: a point past a cached prefix
+    reached it and did not write (each further checkpoint needs the minimum more). ``check``:
+    the newest answer's bill against its own prompt, when the newest answer carries one.
     """
 
     calibration: Calibration = field(default_factory=Calibration)
-    alive: tuple[int, ...] | None = None
+    alive: tuple[Entry, ...] | None = None
     cold: bool = False
     no_1h: bool = False
     check: CacheCheck | None = None
+    min_tokens: int = 0
+    spaced: bool = False
+    clock: ClockOffset = NO_OFFSET
+    configured_min_tokens: int = 0
 
-    def readable(self, shared: int) -> int | None:
-        """The longest prefix of at most ``shared`` estimated tokens alive in the cache, 0
-        for none; None when the bills do not say."""
+    def readable(self, shared: int, points: Sequence[ExpectedPoint]) -> int | None:
+        """The longest prefix of the view whose points are ``points``, of at most ``shared``
+        estimated tokens, alive in the cache; 0 for none; None when the bills do not say.
+        Without ``points`` (nothing to match identities against) by length alone."""
         if self.alive is None:
             return None
-        return max((prefix for prefix in self.alive if prefix <= shared), default=0)
+        return max(
+            (
+                e.prefix
+                for e in self.alive
+                if e.prefix <= shared and (not points or is_prefix(e, points))
+            ),
+            default=0,
+        )
+
+    @property
+    def raised(self) -> bool:
+        """Whether the bills raised the model's minimum above the configured one."""
+        return self.min_tokens > self.configured_min_tokens
 
 
 NOTHING_OBSERVED = Observation()
@@ -58,38 +92,63 @@ NOTHING_OBSERVED = Observation()
 
 def observe(
     usages: Sequence[ModelUsage],
+    messages: Sequence[HistoryMessage],
     *,
     newest_answer_seq: int | None,
-    newest_question_at: datetime | None,
     sent_at: datetime | None,
     min_tokens: int,
+    offers_1h: bool = True,
+    model_prefix_tokens: int = 0,
 ) -> Observation:
-    """The page's answers' bills (``usages``, newest first), the seq of its newest answer
-    (observed or not), when its newest question was asked, and the command's ``sent_at``."""
-    unbilled_cold = (
-        sent_at is not None
-        and newest_question_at is not None
-        and sent_at - newest_question_at > LONGEST_TTL
-    )
+    """The page's answers' bills (``usages``, newest first), its messages (newest first), the
+    seq of its newest answer (billed or not), and the command's ``sent_at``: one clock
+    reconciliation, one calibration and one replay of the bills, read by everything else."""
+    newest_question = next((m for m in messages if m.role == "user"), None)
+    asked = newest_question.created_at if newest_question is not None else None
+    unbilled_cold = sent_at is not None and asked is not None and sent_at - asked > LONGEST_TTL
     if not usages:
-        return Observation(cold=unbilled_cold)
-    calibration = calibrate(usages)
-    alive: tuple[int, ...] | None = None
+        return Observation(
+            calibration=prior(model_prefix_tokens),
+            cold=unbilled_cold,
+            no_1h=not offers_1h,
+            min_tokens=min_tokens,
+            configured_min_tokens=min_tokens,
+        )
+    clock = reconcile(usages, messages, sent_at)
+    on_clock = [clock.on_producers_clock(usage) for usage in usages]
+    calibration = calibrate(on_clock, prior_offset=model_prefix_tokens)
+    history = replay(list(reversed(on_clock)), calibration, min_tokens=min_tokens)
+    evidence = [a.unwritten for a in history.answers if a.unwritten is not None]
+    working = min(max([min_tokens, *(e + 1 for e in evidence)]), MINIMUM_RAISE_CAP * min_tokens)
+    newest = history.of(on_clock[0].seq) if on_clock[0].seq == newest_answer_seq else None
+    alive: tuple[Entry, ...] | None = None
     cold = unbilled_cold
-    if usages[0].seq == newest_answer_seq and sent_at is not None:
-        alive, made = alive_prefixes(usages, sent_at, calibration, min_tokens=min_tokens)
-        cold = not alive and (made or unbilled_cold)
-    downgrades: frozenset[int] = frozenset()
-    times = [usage.answered_at for usage in usages if usage.answered_at is not None]
-    if times:
-        timed = [usage for usage in usages if usage.answered_at is not None]
-        downgrades = replay(
-            list(reversed(timed)), max(times), calibration, min_tokens=min_tokens
-        ).downgraded
+    if newest is not None and sent_at is not None and newest.usage.answered_at is not None:
+        alive = history.alive_at(sent_at)
+        since = sent_at - newest.usage.answered_at
+        lives = timedelta(seconds=newest.lives)
+        cold = (newest.lives > 0 and since > lives + ALIVE_MARGIN) or since > (
+            LONGEST_TTL + ALIVE_MARGIN
+        )
+    downgrades = sum(a.downgraded for a in history.answers)
     return Observation(
         calibration=calibration,
         alive=alive,
         cold=cold,
-        no_1h=len(downgrades) >= DOWNGRADES_TO_STOP_1H,
-        check=check(usages[0], usages[1:], calibration, min_tokens=min_tokens),
+        no_1h=not offers_1h or downgrades >= DOWNGRADES_TO_STOP_1H,
+        check=(
+            check(newest, _before(history, newest), calibration, min_tokens=working)
+            if newest is not None
+            else None
+        ),
+        min_tokens=working,
+        spaced=any(a.spaced for a in history.answers),
+        clock=clock,
+        configured_min_tokens=min_tokens,
     )
+
+
+def _before(history: CacheHistory, answer: AnswerReplay) -> AnswerReplay | None:
+    """The replayed answer just before ``answer``, if it is on the page with its bill."""
+    earlier = [a for a in history.answers if a.usage.seq < answer.usage.seq]
+    return earlier[-1] if earlier else None

@@ -24,7 +24,8 @@ from datetime import UTC, datetime
 
 from worker.caching.bills import ModelUsage
 from worker.caching.calibration import Calibration, calibrate
-from worker.caching.diagnosis import CAUSES, CacheCheck, check
+from worker.caching.diagnosis import CAUSES, CacheCheck
+from worker.caching.observed import observe
 from worker.cli.bill_estimate import SlidingEstimate, sliding_estimate
 from worker.memory import HistoryMessage
 from worker.planning import PlanConfig
@@ -117,14 +118,22 @@ def conversation_bill(
         if message.role == "assistant" and (defect := dropped.get(message.seq)) is not None:
             rows.append(Dropped(message.seq, defect.attribute, defect.reason))
         elif usage is not None:
+            # As the turn after it checked it: the page up to it, the next question's time.
             newest_first = [usage, *reversed(observed)]
-            checked = check(
-                usage,
-                newest_first[1:],
-                calibrate(newest_first),
-                min_tokens=config.min_tokens,
+            up_to = [m for m in reversed(messages) if m.seq <= message.seq]
+            asked = next(
+                (m.created_at for m in messages if m.seq > message.seq and m.role == "user"), None
             )
-            rows.append(BilledAnswer(usage, checked))
+            seen = observe(
+                newest_first,
+                up_to,
+                newest_answer_seq=usage.seq,
+                sent_at=asked,
+                min_tokens=config.min_tokens,
+                offers_1h=config.offers_1h,
+                model_prefix_tokens=config.model_prefix_tokens,
+            )
+            rows.append(BilledAnswer(usage, seen.check))
             observed.append(usage)
         elif message.role == "assistant" and previous is not None and previous.role == "user":
             last = rows[-1] if rows else None
@@ -133,7 +142,7 @@ def conversation_bill(
             else:
                 rows.append(Unbilled(message.seq, message.seq, 1))
         previous = message
-    calibration = calibrate(list(reversed(observed)))
+    calibration = calibrate(list(reversed(observed)), prior_offset=config.model_prefix_tokens)
     return ConversationBill(
         conversation_id=conversation_id,
         messages=len(messages),

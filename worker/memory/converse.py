@@ -28,7 +28,10 @@ Pure: no I/O, no logging. The caller logs what was left out.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, NotRequired, TypedDict
 
@@ -170,25 +173,62 @@ def _add_history_cache_points(
     messages[-1]["content"].append(_cache_point())
 
 
-def cache_points(view: ConverseView) -> tuple[tuple[CacheTtl, int], ...]:
-    """Each cache point of the view, in order: its ``ttl`` (``5m`` without one, Bedrock's
-    default) and the estimated tokens of the view before it (the model stage's own system
-    prompt not counted)."""
-    points: list[tuple[CacheTtl, int]] = []
+@dataclass(frozen=True, slots=True)
+class ViewPoint:
+    """A cache point of a view: its ``ttl`` (``5m`` without one, Bedrock's default), the
+    estimated tokens of the view before it, and that prefix's digest (:func:`prefix_digest`)."""
+
+    ttl: CacheTtl
+    prefix_tokens: int
+    prefix_digest: str
+
+
+def cache_points(view: ConverseView) -> tuple[ViewPoint, ...]:
+    """Each cache point of the view, in order. The model stage's own system prompt, which
+    Bedrock sees before the view, is neither counted nor digested: it is not the stage's."""
+    points: list[ViewPoint] = []
     tokens = 0
-    blocks = [*view.system, *(block for message in view.messages for block in message["content"])]
-    for block in blocks:
-        if "cachePoint" not in block:
-            tokens += estimate_tokens(block["text"])
-        elif "text" not in block:  # (narrows the union to the cache point)
-            points.append((block["cachePoint"].get("ttl", "5m"), tokens))
+    system: list[str] = []
+    messages: list[tuple[Role, list[str]]] = []
+
+    def walk(blocks: Sequence[TextBlock | CachePointBlock], texts: list[str]) -> None:
+        nonlocal tokens
+        for block in blocks:
+            if "cachePoint" not in block:
+                tokens += estimate_tokens(block["text"])
+                texts.append(block["text"])
+            elif "text" not in block:  # (narrows the union to the cache point)
+                ttl = block["cachePoint"].get("ttl", "5m")
+                points.append(ViewPoint(ttl, tokens, prefix_digest(system, messages)))
+
+    walk(view.system, system)
+    for message in view.messages:
+        messages.append((message["role"], []))
+        walk(message["content"], messages[-1][1])
     return tuple(points)
+
+
+def prefix_digest(system: Sequence[str], messages: Sequence[tuple[Role, Sequence[str]]]) -> str:
+    """The first 16 hex digits of the SHA-256 of a view's canonical JSON up to a point: its
+    ``system`` texts and its messages (role and texts, the last one as far as the point),
+    cache points left out (markers, not content), keys sorted, no whitespace, UTF-8. Two
+    prefixes of equal length but other content have other digests."""
+    canonical = json.dumps(
+        {
+            "system": list(system),
+            "messages": [{"role": role, "content": list(texts)} for role, texts in messages],
+        },
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def cache_point_prefixes(view: ConverseView) -> tuple[int, ...]:
     """The estimated tokens of the view before each of its cache points, in order (the
     model stage's own system prompt not counted)."""
-    return tuple(prefix for _, prefix in cache_points(view))
+    return tuple(point.prefix_tokens for point in cache_points(view))
 
 
 def with_cache_ttls(view: ConverseView, ttls: tuple[CacheTtl | None, ...]) -> ConverseView:

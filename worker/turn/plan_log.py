@@ -15,11 +15,11 @@ log = get_logger()
 
 
 def log_plan(plan: TurnPlan) -> None:
-    """The memory's work on this turn's history, in the cache-aligned mode the anchor, and
-    the newest stored bill's check."""
+    """The memory's work on this turn's history and, in the cache-aligned mode, the anchor.
+    The newest stored bill's check is logged once the prompt is out (:func:`log_observed`):
+    a send that fails and is tried again does not check the same answer twice."""
     log_memory(plan)
     log_anchor(plan)
-    log_observed(plan)
 
 
 def log_memory(plan: TurnPlan) -> None:
@@ -133,10 +133,18 @@ def log_observed(plan: TurnPlan) -> None:
         "billed_units": round(check.billed_units, 1),
         "cause": check.cause,
         "downgraded": check.downgraded,
+        "details_known": check.details_known,
         "calibration_ratio": round(calibration.ratio, 3),
         "calibration_offset": round(calibration.offset),
         "calibration_samples": calibration.samples,
-        "alive": observed.alive,
+        "calibration_rejected": calibration.rejected,
+        "calibration_reset": calibration.reset,
+        "calibration_error": round(calibration.error, 4),
+        "clock_offset_s": round(observed.clock.seconds),
+        "min_tokens": observed.min_tokens,
+        "min_raised": observed.raised,
+        "spaced": observed.spaced,
+        "alive": [entry.prefix for entry in observed.alive] if observed.alive is not None else None,
         "cold": observed.cold,
     }
     if check.cause == "unexplained":

@@ -46,7 +46,7 @@ from worker.settings import Settings
 from worker.telemetry import hooks as telemetry
 from worker.turn.commands import ConverseCommand, encode_body, parse_command, prompt_payload
 from worker.turn.payloads import resolve_body
-from worker.turn.plan_log import log_plan
+from worker.turn.plan_log import log_observed, log_plan
 from worker.turn.reading import read_turn
 from worker.turn.writing import (
     AnchorRidingClaims,
@@ -234,8 +234,6 @@ class ConverseStage:
             telemetry.window_anchored(plan.aligned.outcome, plan.aligned.reason)
         if plan.ttls is not None:
             telemetry.ttls_chosen(plan.ttls.counts)
-        if plan.observed.check is not None:
-            telemetry.cache_observed(plan.observed.check)
         window = plan.window
         shown = (plan.summary, plan.folded_through)
         body = encode_body(
@@ -246,6 +244,10 @@ class ConverseStage:
         await self._model_queue.send(
             body, group_id=command.conversation_id, deduplication_id=command.command_id
         )
+        # The newest answer's bill is checked once: by the turn whose prompt went out.
+        log_observed(plan)
+        if plan.observed.check is not None:
+            telemetry.cache_observed(plan.observed.check)
         log.info(
             "clerk.converse_prompt_forwarded",
             kept=window.kept,

@@ -77,17 +77,20 @@ def test_a_bill_splits_the_writes_by_ttl_as_cache_details_bill_them() -> None:
 
 
 def test_without_cache_details_every_write_is_5m_and_what_they_leave_out_is_5m_too() -> None:
-    """Bedrock's default TTL is 5 minutes: no details, every written token is a 5m one; a
-    write the details do not cover counts as 5m as well."""
+    """Bedrock's default TTL is 5 minutes: no details, every written token is priced as a 5m
+    one, and the bill says its split is unknown; a write the details do not cover counts as
+    5m as well."""
     bare = {k: v for k, v in USAGE.items() if k != "cacheDetails"}
-    assert bill_from(bare) == ModelUsage(**{**_fields(BILL), "written_5m": 700, "written_1h": 0})
+    assert bill_from(bare) == ModelUsage(
+        **{**_fields(BILL), "written_5m": 700, "written_1h": 0, "details_known": False}
+    )
     short = {**USAGE, "cacheDetails": [{"ttl": "1h", "inputTokens": 300}]}
     assert bill_from(short) == ModelUsage(**{**_fields(BILL), "written_5m": 400, "written_1h": 300})
 
 
 def test_a_prompt_without_a_cache_point_has_no_cache_members_and_its_bill_reads_zero() -> None:
     uncached = bill_from({"inputTokens": 900, "outputTokens": 40})
-    assert uncached == ModelUsage(6, 900, 0, 0, 0, 0)
+    assert uncached == ModelUsage(6, 900, 0, 0, 0, 0, details_known=False)
 
 
 def test_an_older_writers_answer_and_a_null_bill_have_no_bill_and_no_defect() -> None:

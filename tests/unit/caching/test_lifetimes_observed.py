@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from worker.caching.calibration import Calibration
+from worker.caching.history import Entry
 from worker.caching.lifetimes import (
     Pace,
     PointShape,
@@ -21,6 +22,7 @@ from worker.caching.lifetimes import (
     read_pace,
 )
 from worker.caching.observed import Observation, observe
+from worker.memory import HistoryMessage
 
 START = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 MIN = 1_024
@@ -38,6 +40,12 @@ def pace(*gaps: float) -> Pace:
     for gap in gaps:
         times.append(times[-1] + timedelta(seconds=gap))
     return read_pace(times[:-1], times[-1])
+
+
+def entries(*prefixes: int) -> tuple[Entry, ...]:
+    """Entries alive at the prefixes given (an older payload's: known by their lengths)."""
+    later = START + timedelta(hours=1)
+    return tuple(Entry(f"tokens:{p}", p, frozenset(), 300.0, 300.0, later) for p in prefixes)
 
 
 def calibrated(ratio: float) -> Observation:
@@ -97,7 +105,7 @@ def test_the_entries_the_bills_say_are_alive_replace_the_guess(
 ) -> None:
     """Whatever the pace says of the previous turn's TTL, the read is the longest shared
     prefix whose entry the bills say is alive at ``sent_at``, and the payload expects it."""
-    observed = Observation(alive=alive, cold=not alive)
+    observed = Observation(alive=entries(*alive), cold=not alive)
     choice = choose_ttls(STEADY, pace(*gaps), setting="adaptive", min_tokens=MIN,
                          observed=observed)  # fmt: skip
     assert (choice.why, choice.read) == ("expected_cost", read)
@@ -115,7 +123,7 @@ def test_the_guess_and_the_bills_disagree_where_the_bills_matter() -> None:
 
 def test_with_a_fixed_ttl_the_expected_read_is_the_bills_too() -> None:
     choice = choose_ttls(STEADY, pace(*BRISK), setting="5m", min_tokens=MIN)
-    dead = Observation(alive=(), cold=True)
+    dead = Observation(alive=entries(), cold=True)
     assert expected_read(STEADY, choice, setting="5m", min_tokens=MIN, observed=dead) == 0
     assert expected_read(STEADY, choice, setting="5m", min_tokens=MIN) == 3700
 
@@ -150,7 +158,7 @@ def test_no_1h_is_never_offered_whatever_the_shape_pace_and_entries(
 ) -> None:
     points = tuple(PointShape(p, r) for p, r in zip(prefixes, reused, strict=False))
     shape = TurnShape(points, min(shared, prefixes[-1]))
-    observed = Observation(alive=alive, no_1h=True)
+    observed = Observation(alive=entries(*alive), no_1h=True)
     choice = choose_ttls(shape, pace(*gaps), setting="adaptive", min_tokens=MIN,
                          observed=observed)  # fmt: skip
     assert "1h" not in choice.ttls
@@ -168,13 +176,13 @@ WITHOUT_BILLS = [
 ]
 
 
-def unbilled(gaps: tuple[float, ...]) -> Observation:
+def unbilled(gaps: tuple[float, ...], minimum: int = MIN) -> Observation:
     """What :func:`observe` learns from a page whose answers carry no bill, its newest
     question ``gaps[-1]`` seconds before ``sent_at``."""
     sent_at = START + timedelta(seconds=sum(gaps))
     asked = sent_at - timedelta(seconds=gaps[-1]) if gaps else None
-    return observe((), newest_answer_seq=2, newest_question_at=asked, sent_at=sent_at,
-                   min_tokens=MIN)  # fmt: skip
+    questions = (HistoryMessage(1, "user", "q", asked),) if asked is not None else ()
+    return observe((), questions, newest_answer_seq=2, sent_at=sent_at, min_tokens=minimum)
 
 
 @pytest.mark.parametrize(("shape", "gaps", "setting", "ttls", "why"), WITHOUT_BILLS)
@@ -208,7 +216,7 @@ def test_without_bills_every_choice_and_expected_read_is_the_one_without_the_arg
     choice, even when the gap makes it cold (that re-anchors the window, no more)."""
     points = tuple(PointShape(p, r) for p, r in zip(prefixes, reused, strict=False))
     shape = TurnShape(points, min(shared, prefixes[-1] if prefixes else 0))
-    observed = unbilled(tuple(gaps))
+    observed = unbilled(tuple(gaps), minimum)
     p = pace(*gaps)
     args = {"setting": setting, "min_tokens": minimum}
     plain = choose_ttls(shape, p, **args)  # type: ignore[arg-type]

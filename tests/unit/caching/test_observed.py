@@ -10,16 +10,17 @@ Times are fixed datetimes: nothing reads a clock.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from tests.stored import USAGE, bill_from
 from worker.caching.bills import CacheExpectation, ExpectedPoint, ModelUsage
-from worker.caching.calibration import CALIBRATION_SAMPLES, Calibration, calibrate
-from worker.caching.diagnosis import Cause, check
-from worker.caching.history import alive_prefixes
+from worker.caching.calibration import calibrate
+from worker.caching.diagnosis import CacheCheck, Cause
 from worker.caching.observed import Observation, observe
+from worker.memory import HistoryMessage
 
 T0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 MIN = 1_024
@@ -79,6 +80,12 @@ def first_answer(at: datetime = T0, ttl: str = "5m", *, honoured: bool = True) -
     )
 
 
+def with_real(usage: ModelUsage, extra: int) -> ModelUsage:
+    """``usage`` with ``extra`` real tokens before the view (the model stage's own prompt),
+    billed uncached."""
+    return replace(usage, input_tokens=usage.input_tokens + extra)
+
+
 def second_answer(at: datetime, *, read: int, expects: int = FIRST) -> ModelUsage:
     """The next turn's bill, expecting to read ``expects`` and reading ``read``; what it did
     not read up to its history point it wrote at 5m."""
@@ -122,67 +129,14 @@ def test_the_billed_units_price_uncached_1x_read_0_1x_written_1_25x_for_5m_and_2
     assert bill(2, T0, None).billed_units == QUESTION  # nothing cached: all at 1x
 
 
-# --- the calibration -------------------------------------------------------------------------
-
-
-def observed_prompt(seq: int, estimate: int, real: int) -> ModelUsage:
-    """An answer whose prompt the stage estimated at ``estimate`` and Bedrock billed ``real``."""
-    expected = CacheExpectation(estimate, 0, (ExpectedPoint("5m", estimate - QUESTION),))
-    return ModelUsage(seq, real, 0, 0, 0, 0, T0, f"c-{seq}", expected)
-
-
-def test_without_samples_the_estimate_stands() -> None:
-    assert calibrate([]) == Calibration()
-    unexpected = ModelUsage(2, 1_500, 0, 0, 0, 0, T0)  # an answer whose payload had no cache
-    assert calibrate([unexpected]) == Calibration()
-    assert Calibration().tokens(1_234) == 1_234
-
-
-def test_one_sample_gives_a_ratio_and_no_offset() -> None:
-    calibration = calibrate([observed_prompt(2, 1_000, 1_200)])
-    assert calibration == Calibration(ratio=1.2, offset=0.0, samples=1)
-    assert calibration.tokens(900) == 1_080
-
-
-def test_samples_that_spread_give_back_the_ratio_and_the_offset_they_were_made_with() -> None:
-    """GIVEN answers billed at exactly 300 + 1.1 x the stage's estimate (the model stage's
-    system prompt and a tokenizer 10% above chars/4), over estimates that spread, WHEN
-    calibrated, THEN the line is recovered: the offset 300 and the ratio 1.1."""
-    estimates = (3_000, 2_200, 1_500, 1_000)
-    usages = [
-        observed_prompt(2 * (len(estimates) - i), e, 300 + 11 * e // 10)
-        for i, e in enumerate(estimates)
-    ]
-    calibration = calibrate(usages)
-    assert calibration.ratio == pytest.approx(1.1)
-    assert calibration.offset == pytest.approx(300.0)
-    assert calibration.samples == 4
-    assert calibration.tokens(2_000) == 2_500
-
-
-def test_estimates_too_close_to_tell_an_offset_give_the_ratio_of_the_sums() -> None:
-    usages = [observed_prompt(4, 2_100, 2_610), observed_prompt(2, 2_000, 2_500)]
-    calibration = calibrate(usages)
-    assert calibration.offset == 0.0
-    assert calibration.ratio == pytest.approx((2_610 + 2_500) / (2_100 + 2_000))
-
-
-def test_only_the_newest_answers_are_fitted() -> None:
-    newest = [observed_prompt(100 - i, 2_000, 2_000) for i in range(CALIBRATION_SAMPLES)]
-    older = [observed_prompt(50 - i, 2_000, 4_000) for i in range(5)]
-    assert calibrate([*newest, *older]) == Calibration(1.0, 0.0, CALIBRATION_SAMPLES)
-
-
 # --- which entries the bills say are alive ---------------------------------------------------
 
 
 def alive_at(at: datetime, *usages: ModelUsage) -> bool:
-    """Whether, by the bills (newest first), an entry is alive at the command's ``sent_at``."""
-    observation = observe(
-        usages, newest_answer_seq=usages[0].seq, newest_question_at=None, sent_at=at,
-        min_tokens=MIN,
-    )  # fmt: skip
-    assert observation.alive is not None and observation.cold == (not observation.alive)
+    """Whether, by the bills (newest first), an entry is alive at the command's ``sent_at``
+    (no question is stamped here: the clocks are taken to agree)."""
+    observation = observe(usages, (), newest_answer_seq=usages[0].seq, sent_at=at, min_tokens=MIN)
+    assert observation.alive is not None
     return bool(observation.alive)
 
 
@@ -222,20 +176,30 @@ def test_a_read_renews_the_entry_it_found_for_its_ttl() -> None:
 # --- the check and its causes ----------------------------------------------------------------
 
 
-UNCALIBRATED = Calibration()
+def checked(
+    newest: ModelUsage, *earlier: ModelUsage, prefix: int = 0, min_tokens: int = MIN
+) -> CacheCheck | None:
+    """The check the turn after ``newest`` makes (the bills newest first, no stamped question:
+    the clocks agree), with the model stage's own prefix ``prefix`` known."""
+    return observe(
+        [newest, *earlier],
+        (),
+        newest_answer_seq=newest.seq,
+        sent_at=None,
+        min_tokens=min_tokens,
+        model_prefix_tokens=prefix,
+    ).check
 
 
-def cause_of(
-    newest: ModelUsage, *earlier: ModelUsage, calibration: Calibration = UNCALIBRATED
-) -> Cause | None:
-    result = check(newest, earlier, calibration, min_tokens=MIN)
+def cause_of(newest: ModelUsage, *earlier: ModelUsage, prefix: int = 0) -> Cause | None:
+    result = checked(newest, *earlier, prefix=prefix)
     assert result is not None
     return result.cause
 
 
 def test_a_read_as_expected_is_no_miss_and_the_check_carries_the_bill() -> None:
     newest = second_answer(T0 + timedelta(minutes=2), read=FIRST)
-    result = check(newest, [first_answer()], Calibration(), min_tokens=MIN)
+    result = checked(newest, first_answer())
     assert result is not None
     assert result.cause is None
     assert (result.seq, result.command_id) == (4, "c-4")
@@ -263,11 +227,11 @@ def test_the_nearest_prefix_is_judged_on_the_calibrated_lengths() -> None:
     """With 100 tokens of the model stage's own before every prefix, the view's start is at
     100 real tokens and the 2,000-token point at 2,100: a read of 1,101 ended at the point,
     1,099 at the model stage's own prompt."""
-    calibration = Calibration(ratio=1.0, offset=100.0, samples=3)
     at = T0 + timedelta(minutes=2)
-    assert cause_of(second_answer(at, read=1_101), first_answer(), calibration=calibration) is None
-    short = cause_of(second_answer(at, read=1_099), first_answer(), calibration=calibration)
-    assert short is not None
+    offset = [with_real(second_answer(at, read=r), 100) for r in (1_101, 1_099)]
+    first = with_real(first_answer(), 100)
+    assert cause_of(offset[0], first, prefix=100) is None
+    assert cause_of(offset[1], first, prefix=100) is not None
 
 
 def test_a_miss_after_the_entry_outlived_its_ttl_is_expired() -> None:
@@ -305,7 +269,7 @@ def test_a_miss_while_the_entry_should_have_been_alive_is_unexplained() -> None:
 
 
 def test_an_answer_whose_payload_had_no_cache_block_is_not_checked() -> None:
-    assert check(bill(4, T0, None), [first_answer()], Calibration(), min_tokens=MIN) is None
+    assert checked(bill(4, T0, None), first_answer()) is None
 
 
 def test_an_answer_that_expected_no_read_is_no_miss() -> None:
@@ -321,12 +285,11 @@ def learn(
     question_at: datetime | None = T0,
     sent_at: datetime | None,
 ) -> Observation:
+    """What the turn learns from the bills (newest first); the newest question is stamped
+    ``question_at`` (it is after every answer here, so it tells nothing of the clocks)."""
+    asked = (HistoryMessage(99, "user", "q", question_at),) if question_at is not None else ()
     return observe(
-        usages,
-        newest_answer_seq=newest_answer_seq,
-        newest_question_at=question_at,
-        sent_at=sent_at,
-        min_tokens=MIN,
+        usages, asked, newest_answer_seq=newest_answer_seq, sent_at=sent_at, min_tokens=MIN
     )
 
 
@@ -347,7 +310,7 @@ def test_the_turn_learns_the_calibration_and_checks_the_newest_bill() -> None:
     observation = learn(*BRISK, sent_at=T0 + timedelta(minutes=3))
     assert observation.calibration == calibrate(BRISK)
     assert observation.calibration.samples == 2
-    assert observation.check == check(BRISK[0], BRISK[1:], observation.calibration, min_tokens=MIN)
+    assert observation.check == checked(*BRISK)
 
 
 def test_without_bills_the_cache_is_cold_over_an_hour_after_the_newest_question() -> None:
@@ -360,10 +323,11 @@ def test_without_bills_the_cache_is_cold_over_an_hour_after_the_newest_question(
 
 def test_alive_is_unknown_when_the_newest_answer_carries_no_bill() -> None:
     """GIVEN bills on older answers only (the newest came from an older writer), THEN
-    whether an entry is alive is not known, and cold falls back to the hour's rule."""
+    whether an entry is alive is not known, cold falls back to the hour's rule, and no bill
+    is checked: the newest billed one was checked by the turn after it, not again."""
     older = learn(*BRISK, newest_answer_seq=6, sent_at=T0 + timedelta(minutes=3))
     assert older.alive is None and not older.cold
-    assert older.check is not None  # the newest bill on the page is still checked
+    assert older.check is None
     gap = learn(*BRISK, newest_answer_seq=6, sent_at=T0 + timedelta(minutes=61))
     assert gap.alive is None and gap.cold
     assert learn(*BRISK, sent_at=None).alive is None
@@ -403,17 +367,16 @@ def test_a_write_of_a_few_tokens_past_the_read_makes_an_entry() -> None:
         read=FIRST,
         written_5m=51,
     )
-    alive, made = alive_prefixes(
-        [second, first_answer()], T0 + timedelta(minutes=4), UNCALIBRATED, min_tokens=MIN
-    )
-    assert (alive, made) == ((FIRST, FIRST + 51), True)
+    observation = learn(second, first_answer(), sent_at=T0 + timedelta(minutes=4))
+    assert observation.alive is not None
+    assert [entry.prefix for entry in observation.alive] == [FIRST, FIRST + 51]
 
 
 def test_an_answer_whose_1h_writes_came_back_5m_is_ttl_downgraded_without_a_miss() -> None:
     """The first turn asked 1h for its point and the bill shows its write at 5m: no read fell
     short, but the write did, and the check says so."""
-    result = check(first_answer(ttl="1h", honoured=False), [], UNCALIBRATED, min_tokens=MIN)
+    result = checked(first_answer(ttl="1h", honoured=False))
     assert result is not None
     assert (result.cause, result.downgraded) == ("ttl_downgraded", True)
-    honoured = check(first_answer(ttl="1h"), [], UNCALIBRATED, min_tokens=MIN)
+    honoured = checked(first_answer(ttl="1h"))
     assert honoured is not None and (honoured.cause, honoured.downgraded) == (None, False)
