@@ -34,13 +34,13 @@ CALIBRATION_SAMPLES = 12
 RATIO_BOUNDS = (0.6, 1.6)
 #: The prior's spread: the ratio's, and the offset's when MODEL_PREFIX_TOKENS is set (a share
 #: of it, at least a few tokens) or not (wide: the bills decide).
-RATIO_SPREAD = 0.15
+RATIO_SPREAD = 0.25
 OFFSET_SPREAD_SHARE = 0.25
 OFFSET_SPREAD_MIN = 50.0
 OFFSET_SPREAD_UNKNOWN = 20_000.0
 #: A bill's own noise: a share of its real tokens, at least a few.
-BILL_NOISE_SHARE = 0.02
-BILL_NOISE_MIN = 20.0
+BILL_NOISE_SHARE = 0.01
+BILL_NOISE_MIN = 10
 #: A bill this many robust scales off the line is an outlier; the newest this many bills
 #: off it together, the same way, are a reset.
 OUTLIER_SCALES = 4.0

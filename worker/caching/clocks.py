@@ -7,7 +7,8 @@ precede its question) and, when the question after it is stamped too (or, for th
 command in hand), from below. The offset taken is the upper bound's median over the page's
 answers (the model answers seconds after the question; the median is not moved by one answer
 given late, or one question stamped late), raised to the lower bounds where it would put an
-answer after the next question. Subtracted from every ``answered_at``, it puts the bills on
+answer after the next question; within :data:`IN_STEP_SECONDS` it is the call's latency and
+the clocks are taken to agree. Subtracted from every ``answered_at``, it puts the bills on
 the producers' clock, the one ``sent_at`` is on: a model stage two hours behind, or five
 minutes ahead, then neither kills a warm cache nor revives a cold one.
 
@@ -41,6 +42,9 @@ class ClockOffset:
 
 
 NO_OFFSET = ClockOffset()
+#: An offset within this much is the model call's own latency, not a clock apart: the clocks
+#: are taken to agree (correcting by the latency would age every entry by it).
+IN_STEP_SECONDS = 60.0
 #: Answers from which a median is taken (fewer: the tightest bound, or none below).
 MEDIAN_FROM = 3
 
@@ -75,4 +79,6 @@ def reconcile(
     if len(below) >= MEDIAN_FROM:
         # Most answers after the question that followed them: the offset is at least that.
         offset = max(offset, statistics.median(below))
+    if abs(offset) <= IN_STEP_SECONDS:
+        return ClockOffset(0.0, len(above))
     return ClockOffset(offset, len(above))
