@@ -3,9 +3,10 @@
 :func:`render` gives the template one stack would get for a set of parameter values: every
 condition evaluated, each ``Fn::If`` replaced by the branch it takes, ``AWS::NoValue`` removed
 (a property, or a list item, that is not there), and the resources and outputs whose
-``Condition`` is false left out. :func:`with_condition` does the same for one condition only,
-so a test can pin one choice (the stack with or without a key) and still read every other
-intrinsic as written. Nothing else is resolved: ``Ref``, ``Fn::Sub`` and the rest stay.
+``Condition`` is false left out. :func:`with_condition` does the same for one condition only
+(:func:`with_conditions` for some), so a test can pin one choice (the stack with or without a
+key) and still read every other intrinsic as written. Nothing else is resolved: ``Ref``,
+``Fn::Sub`` and the rest stay.
 
 The condition functions known are those a template's ``Conditions`` may use: ``Fn::Equals``,
 ``Fn::Not``, ``Fn::And``, ``Fn::Or`` and ``Condition``, over parameters and literals. Anything
@@ -65,9 +66,16 @@ def render(
 def with_condition(template: Mapping[str, Any], name: str, value: bool) -> dict[str, Any]:
     """The template with the one condition ``name`` decided as ``value``; every other
     condition, and every other intrinsic, stays as written."""
-    if name not in template.get("Conditions", {}):
-        raise KeyError(f"the template has no condition {name!r}")
-    return _decided(template, {name: value})
+    return with_conditions(template, {name: value})
+
+
+def with_conditions(template: Mapping[str, Any], decided: Mapping[str, bool]) -> dict[str, Any]:
+    """The template with the conditions of ``decided`` decided; every other condition, and
+    every other intrinsic, stays as written."""
+    unknown = set(decided) - set(template.get("Conditions", {}))
+    if unknown:
+        raise KeyError(f"the template has no condition {sorted(unknown)}")
+    return _decided(template, decided)
 
 
 def render_value(value: Any, conditions: Mapping[str, bool]) -> Any:

@@ -148,7 +148,7 @@ def test_the_stack_puts_its_dashboard_with_the_alarms_it_created(
     widget shows exactly the alarms the stack created (not the scaling policy's own), and the
     panels the stack's queue."""
     cloudwatch = aws_client("cloudwatch", moto_endpoint)
-    (entry,) = cloudwatch.list_dashboards()["DashboardEntries"]
+    (entry,) = cloudwatch.list_dashboards(DashboardNamePrefix="mira-")["DashboardEntries"]
     assert entry["DashboardName"] == "mira-converse-stage"
     body = json.loads(
         cloudwatch.get_dashboard(DashboardName="mira-converse-stage")["DashboardBody"]
@@ -168,3 +168,26 @@ def test_the_stack_puts_its_dashboard_with_the_alarms_it_created(
         "QueueName",
         converse_queue,
     ]
+
+
+#: The model's settings, each given: parameter -> (the variable it sets, the value).
+MODEL_SETTINGS = {
+    "ModelId": ("MODEL_ID", "eu.anthropic.claude-sonnet-4-5-20250929-v1:0"),
+    "PromptCacheMinTokens": ("PROMPT_CACHE_MIN_TOKENS", "2048"),
+    "ModelPrefixTokens": ("MODEL_PREFIX_TOKENS", "1500"),
+}
+
+
+def test_a_stack_given_the_models_settings_passes_them_to_its_task(moto_endpoint: str) -> None:
+    """moto's CloudFormation takes the parameters and puts each in the task definition's
+    environment. (Left unset, each variable is absent: tests/infra/test_cloudformation_template.py
+    checks that on the rendering, because moto compares a Number parameter with "0" as a number,
+    where CloudFormation compares the strings.)"""
+    given = {parameter: value for parameter, (_, value) in MODEL_SETTINGS.items()}
+    deploy_stack(moto_endpoint, stack_name="given", parameters=given)
+    ecs = aws_client("ecs", moto_endpoint)
+    task = ecs.describe_task_definition(taskDefinition="given-converse-worker")["taskDefinition"]
+    (container,) = task["containerDefinitions"]
+    environment = {entry["name"]: entry["value"] for entry in container["environment"]}
+    expected = dict(MODEL_SETTINGS.values())
+    assert {variable: environment.get(variable) for variable in expected} == expected

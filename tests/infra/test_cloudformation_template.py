@@ -4,13 +4,20 @@ timing depend on pinned, read from the YAML as written (no AWS, no network)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 from cfnlint.api import lint_file
 
-from tests.infra.cfn_conditions import with_condition
+from tests.infra.cfn_conditions import (
+    evaluate_conditions,
+    parameter_values,
+    with_condition,
+    with_conditions,
+)
+from tests.infra.cfn_stack import ConcreteStack
 from tests.infra.cfn_yaml import (
     TEMPLATE_DIR,
     load_cfn_yaml,
@@ -28,6 +35,7 @@ from worker.app.resources import (
     Resources,
     dead_letter_name,
 )
+from worker.caching.models import DEFAULT_MIN_TOKENS
 from worker.settings import Settings
 from worker.telemetry import metrics
 from worker.turn.payloads import KEY_PREFIX
@@ -85,18 +93,36 @@ ENV_FROM_PARAMETER = {
     "MEMORY_FOLD_MIN_TOKENS": "MemoryFoldMinTokens",
     "HISTORY_WINDOW_MODE": "HistoryWindowMode",
     "HISTORY_CACHE_TTL": "HistoryCacheTtl",
-    "PROMPT_CACHE_MIN_TOKENS": "PromptCacheMinTokens",
     "WORKER_CONCURRENCY": "WorkerConcurrency",
+}
+
+#: The model's settings, passed only when their parameter is given: variable -> (parameter, a
+#: value to give). Left unset, the worker takes its own default.
+ENV_WHEN_GIVEN = {
+    "MODEL_ID": ("ModelId", "eu.anthropic.claude-sonnet-4-5-20250929-v1:0"),
+    "PROMPT_CACHE_MIN_TOKENS": ("PromptCacheMinTokens", "2048"),
+    "MODEL_PREFIX_TOKENS": ("ModelPrefixTokens", "1500"),
 }
 
 #: Variables the worker reads that are boto's, not the Settings'.
 AWS_VARIABLES = {"AWS_REGION", "AWS_DEFAULT_REGION"}
 
 
+def as_a_stack_gets_it(given: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The template as a stack given ``given`` (defaults elsewhere) gets it: every condition
+    decided but HasAlarmTopic, which the alarm tests read as written; every other intrinsic
+    as written."""
+    document = load_template()
+    decided = evaluate_conditions(document, parameter_values(document, given or {}))
+    del decided["HasAlarmTopic"]
+    return with_conditions(document, decided)
+
+
 @pytest.fixture(scope="module")
 def template() -> dict[str, Any]:
-    """The template as a stack without KmsKeyArn gets it; every other intrinsic as written."""
-    return with_condition(load_template(), "HasKmsKey", False)
+    """The template as a stack at the defaults gets it: without KmsKeyArn, and without the
+    model's settings."""
+    return as_a_stack_gets_it()
 
 
 @pytest.fixture(scope="module")
@@ -803,18 +829,130 @@ def test_with_a_key_the_outputs_name_the_key_and_the_role_its_policy_must_admit(
     assert len(description) <= 1024  # CloudFormation's limit for an output's description
 
 
-def test_the_cache_lifetime_parameters_take_what_the_settings_take_at_their_defaults(
-    template: dict[str, Any],
+def task_settings(monkeypatch: pytest.MonkeyPatch, given: Mapping[str, str]) -> Settings:
+    """The worker's settings from the environment the task of a stack given ``given`` gets
+    (resolved by tests/infra/cfn_stack.py); raises as the worker refuses to start."""
+    stack = ConcreteStack(parameters={**ConcreteStack().parameters, **given})
+    task = stack.template["Resources"]["TaskDefinition"]["Properties"]
+    (container,) = stack.resolve(task["ContainerDefinitions"])
+    for variable in ENV_WHEN_GIVEN:
+        monkeypatch.delenv(variable, raising=False)
+    for entry in container["Environment"]:
+        monkeypatch.setenv(entry["Name"], str(entry["Value"]))
+    return Settings()
+
+
+def test_the_cache_and_model_parameters_leave_the_worker_at_its_defaults(
+    template: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """HISTORY_CACHE_TTL and PROMPT_CACHE_MIN_TOKENS beside HistoryWindowMode: the stack's
-    defaults are the worker's, and it offers no value the worker would refuse."""
-    ttl = template["Parameters"]["HistoryCacheTtl"]
-    minimum = template["Parameters"]["PromptCacheMinTokens"]
+    """HistoryCacheTtl defaults to the worker's HISTORY_CACHE_TTL; MODEL_ID,
+    PROMPT_CACHE_MIN_TOKENS and MODEL_PREFIX_TOKENS are left unset, so the worker takes its
+    own defaults: without a model, a 1,024-token minimum and 1h offered."""
     defaults = Settings.at_defaults()
-    assert ttl["Default"] == defaults.history_cache_ttl
-    assert set(ttl["AllowedValues"]) == {"adaptive", "5m", "1h"}
-    assert int(minimum["Default"]) == defaults.prompt_cache_min_tokens
-    assert int(minimum["MinValue"]) == 1
+    assert parameter_default(template, "HistoryCacheTtl") == defaults.history_cache_ttl
+    assert not set(ENV_WHEN_GIVEN) & set(container_environment(template))
+    settings = task_settings(monkeypatch, {})
+    for variable in ENV_WHEN_GIVEN:
+        assert getattr(settings, variable.lower()) == getattr(defaults, variable.lower())
+    assert (settings.cache_min_tokens, settings.cache_offers_1h) == (DEFAULT_MIN_TOKENS, True)
+
+
+@pytest.mark.parametrize("variable", ENV_WHEN_GIVEN)
+def test_a_model_setting_reaches_the_task_exactly_when_its_parameter_is_given(
+    template: dict[str, Any], variable: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Given, the variable is set to the parameter and nothing else changes; given its
+    default (empty, or 0), the task is the default stack's, the variable unset."""
+    parameter, value = ENV_WHEN_GIVEN[variable]
+    at_defaults = container_environment(template)
+    given = container_environment(as_a_stack_gets_it({parameter: value}))
+    assert given == {**at_defaults, variable: {"Ref": parameter}}
+    default = str(template["Parameters"][parameter]["Default"])
+    assert container_environment(as_a_stack_gets_it({parameter: default})) == at_defaults
+    settings = task_settings(monkeypatch, {parameter: value})
+    assert str(getattr(settings, variable.lower())) == value
+
+
+#: The parameters of the cache and the model: each value the template takes, the worker takes.
+CACHE_PARAMETERS = ["HistoryCacheTtl", "ModelId", "PromptCacheMinTokens", "ModelPrefixTokens"]
+
+
+def the_template_takes(parameter: dict[str, Any], value: str) -> bool:
+    """Whether CloudFormation takes ``value`` for ``parameter``: its type's and constraints'
+    checks (AllowedValues, AllowedPattern, Min/MaxLength, Min/MaxValue)."""
+    if "AllowedValues" in parameter and value not in [str(v) for v in parameter["AllowedValues"]]:
+        return False
+    if "AllowedPattern" in parameter and re.fullmatch(parameter["AllowedPattern"], value) is None:
+        return False
+    if parameter["Type"] == "Number":
+        number = float(value)
+        return (
+            float(parameter.get("MinValue", number))
+            <= number
+            <= float(parameter.get("MaxValue", number))
+        )
+    return (
+        int(parameter.get("MinLength", 0))
+        <= len(value)
+        <= int(parameter.get("MaxLength", len(value)))
+    )
+
+
+def values_at_the_edges(parameter: dict[str, Any]) -> list[str]:
+    """The parameter's default and allowed values, and the values at and just past each of its
+    bounds (a number's value, a string's length)."""
+    values = [str(parameter["Default"]), *(str(v) for v in parameter.get("AllowedValues", []))]
+    if parameter["Type"] == "Number":
+        bounds = [int(parameter[b]) for b in ("MinValue", "MaxValue") if b in parameter]
+        return values + [str(n) for bound in bounds for n in (bound - 1, bound, bound + 1)]
+    lengths = [int(parameter[b]) for b in ("MinLength", "MaxLength") if b in parameter]
+    edges = [n for bound in lengths for n in (bound - 1, bound, bound + 1) if n >= 0]
+    return [*values, "", "1d", *("x" * n for n in edges)]
+
+
+@pytest.mark.parametrize("name", CACHE_PARAMETERS)
+def test_the_cache_parameters_take_what_the_worker_takes_and_no_more(
+    template: dict[str, Any], name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At and past each bound of the parameter, the template takes a value exactly when the
+    worker, given the environment that stack's task gets, starts with it: the stack offers
+    nothing the worker would refuse, and refuses nothing it would take."""
+    parameter = template["Parameters"][name]
+    for value in values_at_the_edges(parameter):
+        try:
+            task_settings(monkeypatch, {name: value})
+        except ValueError:
+            worker_takes = False
+        else:
+            worker_takes = True
+        assert the_template_takes(parameter, value) is worker_takes, (name, value)
+
+
+@pytest.mark.parametrize(
+    ("model_id", "starts"),
+    [
+        ("", True),  # unset: 1h offered
+        ("eu.anthropic.claude-sonnet-4-5-20250929-v1:0", True),
+        ("anthropic.claude-sonnet-4-20250514-v1:0", False),  # no 1h on Bedrock
+        ("a-model-the-table-does-not-know", False),
+    ],
+)
+def test_1h_with_a_model_that_does_not_take_it_is_refused_at_start_up(
+    monkeypatch: pytest.MonkeyPatch, model_id: str, starts: bool
+) -> None:
+    """The one pair of values the template cannot refuse: CloudFormation cannot tell which
+    model takes 1h, so the worker refuses to start, and the circuit breaker rolls back
+    (docs/DEPLOY.md, "Cross-parameter rules")."""
+    given = {"HistoryCacheTtl": "1h", "ModelId": model_id}
+    assert all(
+        the_template_takes(load_template()["Parameters"][name], value)
+        for name, value in given.items()
+    )
+    if starts:
+        assert task_settings(monkeypatch, given).history_cache_ttl == "1h"
+    else:
+        with pytest.raises(ValueError, match="HISTORY_CACHE_TTL"):
+            task_settings(monkeypatch, given)
 
 
 # ---------------------------------------------------------------- a customer managed key

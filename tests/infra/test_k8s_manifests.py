@@ -4,12 +4,14 @@ worker's ConfigMap, and the pod outlives the worker's drain."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from tests.infra.cfn_conditions import render
 from tests.infra.cfn_stack import ConcreteStack, queue_arn_from_url
 from tests.infra.cfn_yaml import REPO_ROOT, load_template
 from tests.infra.iam_policy import Principal, Request, is_allowed
@@ -23,6 +25,8 @@ CONFIG_MAP_NAME = "mira-converse-config"
 NAMESPACE = "mira"
 #: Variables the worker reads that are boto's, not the Settings'.
 AWS_VARIABLES = {"AWS_REGION", "AWS_DEFAULT_REGION"}
+#: A key of the ConfigMap's data, commented out: ``  # NAME: value``.
+COMMENTED_KEY = re.compile(r"^  # (?P<name>[A-Z][A-Z0-9_]*): (?P<value>.+)$", re.MULTILINE)
 
 
 def documents(path: Path) -> list[dict[str, Any]]:
@@ -76,11 +80,44 @@ def test_the_config_map_values_are_strings(config: dict[str, str]) -> None:
     assert all(isinstance(value, str) for value in config.values())
 
 
+def ecs_environment(template: dict[str, Any]) -> list[Any]:
+    (container,) = template["Resources"]["TaskDefinition"]["Properties"]["ContainerDefinitions"]
+    return list(container["Environment"])
+
+
+@pytest.fixture(scope="module")
+def commented_out() -> dict[str, str]:
+    """The ConfigMap's keys left commented out, with their example values."""
+    text = (K8S_DIR / "configmap.yaml").read_text(encoding="utf-8")
+    return {m["name"]: str(yaml.safe_load(m["value"])) for m in COMMENTED_KEY.finditer(text)}
+
+
 def test_the_config_map_sets_the_same_variables_as_the_ecs_task(config: dict[str, str]) -> None:
-    (container,) = load_template()["Resources"]["TaskDefinition"]["Properties"][
-        "ContainerDefinitions"
-    ]
-    assert set(config) == {entry["Name"] for entry in container["Environment"]}
+    """The same as a stack at its defaults: what the task gets only when a parameter is given
+    is left out of both."""
+    assert set(config) == {entry["Name"] for entry in ecs_environment(render(load_template()))}
+
+
+def test_the_config_map_comments_out_each_variable_the_ecs_task_gets_only_when_given(
+    config: dict[str, str], commented_out: dict[str, str]
+) -> None:
+    """MODEL_ID, PROMPT_CACHE_MIN_TOKENS and MODEL_PREFIX_TOKENS: unset by default, as in the
+    stack, each with an example an operator uncomments."""
+    environment = ecs_environment(load_template())
+    conditional = {entry["Fn::If"][1]["Name"] for entry in environment if "Fn::If" in entry}
+    assert conditional == {"MODEL_ID", "PROMPT_CACHE_MIN_TOKENS", "MODEL_PREFIX_TOKENS"}
+    assert set(commented_out) == conditional
+    assert not conditional & set(config)
+
+
+def test_the_config_map_with_its_commented_keys_set_is_one_the_worker_accepts(
+    config: dict[str, str], commented_out: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in {**config, **commented_out}.items():
+        monkeypatch.setenv(name, value)
+    settings = Settings()  # raises if the worker would refuse to start
+    for name, value in commented_out.items():
+        assert str(getattr(settings, name.lower())) == value, name
 
 
 def test_every_config_map_variable_is_one_the_worker_reads(config: dict[str, str]) -> None:

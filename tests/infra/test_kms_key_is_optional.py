@@ -4,7 +4,9 @@ property as the template before the key came in did (``tests/data/converse-stage
 the template at commit db26453, kept as a file so that a shallow clone checks it too).
 
 Resources and parameters added since for other reasons are named in :data:`ADDED_SINCE`, and
-none of them may depend on the key.
+none of them may depend on the key; parameters changed since, in :data:`CHANGED_SINCE`. The
+stack compared is the one the baseline made: no key, no model settings, and
+PromptCacheMinTokens given the baseline's default.
 """
 
 from __future__ import annotations
@@ -13,7 +15,12 @@ from typing import Any
 
 import pytest
 
-from tests.infra.cfn_conditions import with_condition
+from tests.infra.cfn_conditions import (
+    evaluate_conditions,
+    parameter_values,
+    with_condition,
+    with_conditions,
+)
 from tests.infra.cfn_yaml import REPO_ROOT, load_cfn_yaml, load_template
 
 #: The template before the key came in.
@@ -23,6 +30,13 @@ ADDED_SINCE = {
     "UnexplainedCacheMissAlarm": "the bill, observed: unexplained cache misses",
     "UnexplainedCacheMissAlarmPercent": "that alarm's threshold",
     "Dashboard": "the operator's dashboard",
+    "ModelId": "the model the model stage calls (MODEL_ID)",
+    "ModelPrefixTokens": "the model stage's own prefix (MODEL_PREFIX_TOKENS)",
+}
+#: Parameters changed since, unrelated to the key: parameter, and why.
+CHANGED_SINCE = {
+    "PromptCacheMinTokens": "optional: 0 leaves the minimum to ModelId's row of the model table",
+    "HistoryCacheTtl": "its description says the worker refuses 1h for a model without it",
 }
 
 
@@ -38,8 +52,16 @@ def baseline() -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def current() -> dict[str, Any]:
-    return without_a_key(load_template())
+def current(baseline: dict[str, Any]) -> dict[str, Any]:
+    """The template as the baseline's stack gets it (every condition but HasAlarmTopic
+    decided, as the baseline has only that one)."""
+    template = load_template()
+    minimum = str(baseline["Parameters"]["PromptCacheMinTokens"]["Default"])
+    decided = evaluate_conditions(
+        template, parameter_values(template, {"PromptCacheMinTokens": minimum})
+    )
+    del decided["HasAlarmTopic"]
+    return with_conditions(template, decided)
 
 
 def test_the_same_resources_of_the_same_types(
@@ -52,7 +74,7 @@ def test_the_same_resources_of_the_same_types(
 def test_what_was_added_since_for_other_reasons_does_not_depend_on_the_key() -> None:
     template = load_template()
     added = {**template["Resources"], **template["Parameters"]}
-    for name in ADDED_SINCE:
+    for name in [*ADDED_SINCE, *CHANGED_SINCE]:
         assert name in added
         assert "KmsKey" not in repr(added[name]), name
 
@@ -86,5 +108,6 @@ def test_the_one_new_parameter_is_the_key_and_it_defaults_to_none(
     added = set(current["Parameters"]) - set(baseline["Parameters"]) - set(ADDED_SINCE)
     assert added == {"KmsKeyArn"}
     assert current["Parameters"]["KmsKeyArn"]["Default"] == ""
-    kept = {k: v for k, v in current["Parameters"].items() if k not in {"KmsKeyArn", *ADDED_SINCE}}
-    assert kept == baseline["Parameters"]
+    apart = {"KmsKeyArn", *ADDED_SINCE, *CHANGED_SINCE}
+    kept = {k: v for k, v in current["Parameters"].items() if k not in apart}
+    assert kept == {k: v for k, v in baseline["Parameters"].items() if k not in apart}
