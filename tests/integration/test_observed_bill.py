@@ -29,6 +29,7 @@ from localaws.endpoints import DUMMY_CLIENT_ARGS
 from localaws.history_writer import message_item
 from localaws.model_stage import ModelStage, answer_item, put_answer, rfc3339
 from tests.conftest import captured_logs
+from tests.converse_rules import contract_digests
 from tests.integration.conftest import Stack, running_worker
 from tests.stored import bill_from
 from worker.caching.bills import ModelUsage
@@ -118,7 +119,8 @@ def without_expected_read(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def view_points(payload: dict[str, Any]) -> list[dict[str, Any]]:
-    """The ``converse`` view's cache points, as the payload's ``cache`` names them."""
+    """The ``converse`` view's cache points, as the payload's ``cache`` names them (each
+    prefix's digest as the contract defines it, :func:`tests.converse_rules.contract_digests`)."""
     converse = payload["converse"]
     blocks = [*converse["system"], *(b for m in converse["messages"] for b in m["content"])]
     points, tokens = [], 0
@@ -127,6 +129,8 @@ def view_points(payload: dict[str, Any]) -> list[dict[str, Any]]:
             points.append({"ttl": block["cachePoint"].get("ttl", "5m"), "prefix_tokens": tokens})
         else:
             tokens += estimate_tokens(block["text"])
+    for found, digest in zip(points, contract_digests(converse), strict=True):
+        found["prefix_digest"] = digest
     return points
 
 

@@ -43,11 +43,12 @@ async def test_a_command_in_gives_the_exact_payload_out(stack: Stack) -> None:
         },
         # The view's estimate: the summary (16 characters: 4 tokens), the window's 240 and the
         # question (26 characters: 7); its one point after the summary, 4 tokens in, is far
-        # below the model's minimum, so no read is expected.
+        # below the model's minimum, so no read is expected. Its digest: the first 16 hex
+        # digits of the SHA-256 of {"messages":[],"system":["The fold so far."]}.
         "cache": {
             "prompt_tokens": 4 + 240 + 7,
             "expected_read_tokens": 0,
-            "points": [{"ttl": "5m", "prefix_tokens": 4}],
+            "points": [{"ttl": "5m", "prefix_tokens": 4, "prefix_digest": "36d9650670a48c76"}],
         },
         "converse": {
             "system": [{"text": "The fold so far."}, {"cachePoint": {"type": "default"}}],
