@@ -51,8 +51,7 @@ lint: install scan
 # What CI runs (.ci/run is `CI=true make test`): the lint, then every test, LocalStack's
 # included (installed first; without it CI=true fails the LocalStack tests, a hand-run
 # pytest skips them and says why), then the unit suite on the other Pythons. The installs run
-# side by side, and the lint beside the last of them (uv waits on the network, the lint on the
-# CPU); the suite starts once all are done.
+# side by side, the lint as soon as its tools are in; the suite starts once all are done.
 test:
 	@$(MAKE) --no-print-directory -j3 lint localstack-host pythons-installed
 	$(BIN)/pytest -n $(TEST_WORKERS) $(XDIST)

@@ -18,14 +18,22 @@ from worker.settings import Settings
 # Property tests hold on any machine: Hypothesis's two wall-clock checks, a deadline per
 # example and the "data generation is too slow" health check, fail a loaded slow machine
 # on a test a fast one passes. What the properties state does not depend on speed.
+# The same on every machine: from Hypothesis's default profile, not from whichever profile is
+# loaded now (Hypothesis loads its own "ci" one where CI is set).
 hypothesis.settings.register_profile(
-    "any-machine", deadline=None, suppress_health_check=[hypothesis.HealthCheck.too_slow]
+    "any-machine",
+    hypothesis.settings.get_profile("default"),
+    deadline=None,
+    suppress_health_check=[hypothesis.HealthCheck.too_slow],
 )
 # CI draws the same examples, as many, on every run (derandomized; so no example database,
 # which the Pythons' runs side by side would otherwise share): a CI run fails on the code,
-# never on a draw.
+# never on a draw. A failure prints the blob that replays it.
 hypothesis.settings.register_profile(
-    "any-machine-ci", hypothesis.settings.get_profile("any-machine"), derandomize=True
+    "any-machine-ci",
+    hypothesis.settings.get_profile("any-machine"),
+    derandomize=True,
+    print_blob=True,
 )
 hypothesis.settings.load_profile(
     "any-machine-ci" if os.environ.get("CI") == "true" else "any-machine"

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import hypothesis
 import pytest
 
 from tests.integration.test_localstack import localstack_is_missing
@@ -168,3 +169,12 @@ def test_the_nox_sessions_are_the_unit_suite_on_each_supported_python() -> None:
     )
     sessions = {session["session"]: session for session in json.loads(listed.stdout)}
     assert set(sessions) == {"unit-3.11", "unit-3.12", "unit-3.13"}
+
+
+def test_ci_draws_the_same_property_examples_on_every_run_and_as_many() -> None:
+    local, ci = (hypothesis.settings.get_profile(p) for p in ("any-machine", "any-machine-ci"))
+    assert (local.derandomize, ci.derandomize) == (False, True)
+    assert ci.database is None  # nothing shared between the Pythons' runs side by side
+    assert ci.max_examples == local.max_examples and ci.phases == local.phases
+    expected = "any-machine-ci" if os.environ.get("CI") == "true" else "any-machine"
+    assert hypothesis.settings.get_current_profile_name() == expected
