@@ -16,9 +16,10 @@ UV_INSTALL := $(UV) pip install --quiet --compile-bytecode --no-deps --require-h
 
 # `make test` runs the files side by side, each file's tests on one worker (its module
 # fixtures start once), the longest first (tests/schedule.py). Three workers for two cores:
-# the brownouts' file holds one for its whole length (about 3 minutes), and the suite uses
-# about a core on average; a fourth worker ended no sooner and only made the busiest moments
-# busier, where the few time bounds live.
+# the brownouts' file holds one for about 3 minutes while the other two share the rest. A
+# fourth can end sooner on a quiet machine, but these machines are shared, and the few time
+# bounds (a third of a visibility timeout) hold best with the least contention that still
+# meets the 10 minutes. `make test TEST_WORKERS=4` tries it.
 TEST_WORKERS ?= 3
 XDIST := --dist loadfile --no-loadscope-reorder
 
