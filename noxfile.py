@@ -1,8 +1,9 @@
 """The unit suite on each Python the project supports (``requires-python = ">=3.11"``).
 
-``make test`` runs the whole suite on 3.11 in ``.venv`` and then ``nox --session unit
---python 3.12 3.13``; ``nox -s unit-3.11`` runs the same session on the floor version. Each
-session's venv installs what ``.venv`` installs: the hashed ``requirements-dev.lock`` (the
+``make test`` runs the whole suite on 3.11 in ``.venv`` and then ``nox --session unit-3.12``
+and ``nox --session unit-3.13`` side by side; ``nox -s unit-3.11`` runs the same session on the
+floor version. Each session's venv installs what ``.venv`` installs, with the same uv
+(``.tools/venv``, ``make install`` puts it there): the hashed ``requirements-dev.lock`` (the
 runtime pins and the dev tools, resolved for 3.11 and up), then the project with ``--no-deps``.
 A Python that is not installed is skipped with a line saying so; ``--error-on-missing-interpreters``
 (``make test`` under ``CI=true``) makes it a failure. Nothing is downloaded but packages.
@@ -18,6 +19,7 @@ import nox
 
 ROOT = Path(__file__).resolve().parent
 LOCK = "requirements-dev.lock"
+UV = ROOT / ".tools" / "venv" / "bin" / "uv"
 PYTHONS = ["3.11", "3.12", "3.13"]
 
 nox.options.sessions = ["unit"]
@@ -50,6 +52,8 @@ def _release(executable: Path) -> tuple[int, ...]:
 
 
 os.environ["PATH"] = os.pathsep.join([*_pyenv_pythons(), os.environ.get("PATH", "")])
+# nox looks for a uv of its own (and logs "uv binary not found"); the project's is this one.
+os.environ.setdefault("UV", str(UV))
 
 
 def _inputs_digest() -> str:
@@ -66,9 +70,13 @@ def _install_locked(session: nox.Session) -> None:
     if stamp.exists() and stamp.read_text(encoding="utf-8") == digest:
         session.log("the venv already holds requirements-dev.lock and the project")
         return
-    session.install("--quiet", "--no-deps", "--require-hashes", "-r", LOCK)
+    if not UV.exists():
+        session.error(f"{UV.relative_to(ROOT)} is missing: `make install` installs it")
+    uv_install = [str(UV), "pip", "install", "--quiet", "--compile-bytecode"]
+    uv_install += ["--python", session.virtualenv.location]
+    session.run_install(*uv_install, "--no-deps", "--require-hashes", "-r", LOCK, external=True)
     # The locked setuptools builds the project: no isolated build fetching an unpinned one.
-    session.install("--quiet", "--no-deps", "--no-build-isolation", "-e", ".")
+    session.run_install(*uv_install, "--no-deps", "--no-build-isolation", "-e", ".", external=True)
     stamp.write_text(digest, encoding="utf-8")
 
 
@@ -76,4 +84,6 @@ def _install_locked(session: nox.Session) -> None:
 def unit(session: nox.Session) -> None:
     """tests/unit on this Python, from the hashed locks."""
     _install_locked(session)
-    session.run("python", "-m", "pytest", "tests/unit", "-q", *session.posargs)
+    # A cache of its own: the sessions run side by side.
+    cache = f"cache_dir={Path(session.virtualenv.location) / '.pytest_cache'}"
+    session.run("python", "-m", "pytest", "tests/unit", "-q", "-o", cache, *session.posargs)

@@ -168,12 +168,18 @@ async def test_bootstrap_prints_the_env_lines_and_is_idempotent(stack: Stack) ->
 DEMO = [sys.executable, "-m", "localaws.demo"]
 
 
-def demo(*args: str) -> subprocess.CompletedProcess[str]:
-    """The demo as `make run` runs it, from the repository (localaws is not installed)."""
+def demo_env(tmp_path: Path) -> dict[str, str]:
+    """The environment of `make run`, but its liveness file its own: not the default one in
+    the shared temporary directory, which a demo beside it would write too."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "HISTORY_"))}
+    return {**env, "HEALTH_FILE": str(tmp_path / "health")}
+
+
+def demo(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The demo as `make run` runs it, from the repository (localaws is not installed)."""
     return subprocess.run(
         [*DEMO, *args],
-        env=env,
+        env=demo_env(tmp_path),
         capture_output=True,
         text=True,
         timeout=180,
@@ -182,9 +188,9 @@ def demo(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_make_run_shows_the_window_the_payload_and_the_fold_request() -> None:
+def test_make_run_shows_the_window_the_payload_and_the_fold_request(tmp_path: Path) -> None:
     """`python -m localaws.demo --once` is `make run` stopping after the first turn."""
-    result = demo("--once")
+    result = demo(tmp_path, "--once")
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert "window mode: cache-aligned" in out
@@ -201,11 +207,13 @@ def test_make_run_shows_the_window_the_payload_and_the_fold_request() -> None:
     assert "worker bill" not in out
 
 
-def test_make_run_answers_each_question_with_its_bill_and_ends_on_the_bill() -> None:
+def test_make_run_answers_each_question_with_its_bill_and_ends_on_the_bill(
+    tmp_path: Path,
+) -> None:
     """`make run`: the stand-in answers the long matter's five questions, each stored with
     its model_usage; the worker reads the bills back (clerk.converse_cache_observed on each
     later turn), and the demo ends by itself with `worker bill`'s report of all five."""
-    result = demo()
+    result = demo(tmp_path)
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert out.count("──── model stage (stand-in): answered at ") == 5
@@ -229,13 +237,12 @@ def test_make_run_answers_each_question_with_its_bill_and_ends_on_the_bill() -> 
     assert "Clause 14.2" not in report and "clause 22" not in report  # no content
 
 
-def test_make_run_serve_keeps_the_worker_until_ctrl_c() -> None:
+def test_make_run_serve_keeps_the_worker_until_ctrl_c(tmp_path: Path) -> None:
     """`python -m localaws.demo --serve` prints the bill, then a `worker send` line that reads
     the message from stdin (none in argv, history or ps), and stops on SIGINT with 0."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "HISTORY_"))}
     process = subprocess.Popen(
         [*DEMO, "--serve"],
-        env=env,
+        env=demo_env(tmp_path),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
