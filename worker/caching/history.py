@@ -145,7 +145,9 @@ def is_prefix(entry: Entry, points: Sequence[ExpectedPoint]) -> bool:
     if any(point.key == entry.key for point in points):
         return True
     if any(point.prefix_tokens == entry.prefix for point in points):
-        return False  # the same length, another content
+        # The same length: another content, unless the entry is known by its length alone
+        # (an older payload's, or a prefix its prompt did not mark).
+        return entry.key == f"tokens:{entry.prefix}"
     if not any(point.prefix_tokens > entry.prefix for point in points):
         return False
     return all(point.key in entry.below for point in points if point.prefix_tokens < entry.prefix)
