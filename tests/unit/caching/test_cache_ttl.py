@@ -8,17 +8,8 @@ from datetime import timedelta
 import pytest
 from hypothesis import given
 
-from tests.unit.caching.paces import (
-    BRISK,
-    COLD,
-    DELIBERATE,
-    START,
-    gap_lists,
-    minimums,
-    pace,
-    ttl_settings,
-    turn_shapes,
-)
+from tests.unit.caching.paces import BRISK, COLD, DELIBERATE, START, pace
+from tests.unit.strategies import gap_lists, minimums, ttl_settings, turn_shapes
 from worker.caching.lifetimes import (
     PACE_GAPS,
     PointShape,

@@ -11,17 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.unit.caching.paces import (
-    BRISK,
-    COLD,
-    DELIBERATE,
-    START,
-    gap_lists,
-    minimums,
-    pace,
-    ttl_settings,
-    turn_shapes,
-)
+from tests.unit.caching.paces import BRISK, COLD, DELIBERATE, START, pace
+from tests.unit.strategies import gap_lists, minimums, ttl_settings, turn_shapes
 from worker.caching.calibration import Calibration
 from worker.caching.history import Entry
 from worker.caching.lifetimes import (
