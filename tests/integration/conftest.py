@@ -65,10 +65,10 @@ class Stack:
         env.update(extra)
         return env
 
-    async def cli_output(self, *args: str, **env: str) -> str:
-        """What ``worker <args>``, run as a process pointed at this stack (``env`` added to
-        its environment), printed; it must exit 0 within a minute."""
-        process = await asyncio.create_subprocess_exec(
+    async def worker_process(self, *args: str, **env: str) -> asyncio.subprocess.Process:
+        """``worker <args>`` started as a process pointed at this stack (``env`` added to
+        its environment), its stdout and stderr piped."""
+        return await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
             "worker.cli",
@@ -77,6 +77,11 @@ class Stack:
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
         )
+
+    async def cli_output(self, *args: str, **env: str) -> str:
+        """What ``worker <args>`` (:meth:`worker_process`) printed; it must exit 0 within a
+        minute."""
+        process = await self.worker_process(*args, **env)
         async with asyncio.timeout(60):
             stdout, stderr = await process.communicate()
         assert process.returncode == 0, stderr.decode()
