@@ -57,6 +57,11 @@ RUNBOOK_BEGIN = (
 RUNBOOK_END = "<!-- end: generated -->"
 
 
+def page_head(title: str, source: str) -> list[str]:
+    """A generated page's first lines: its title, and the note naming what it comes from."""
+    return [f"# {title}", "", GENERATED.format(source=source), ""]
+
+
 def pages(root: Path = ROOT) -> dict[Path, str]:
     """Every generated page, by its path under ``root``, as it should read now."""
     return {
@@ -66,7 +71,7 @@ def pages(root: Path = ROOT) -> dict[Path, str]:
         REFERENCE / "events.md": events_page(),
         REFERENCE / "metrics.md": metrics_page(),
         REFERENCE / "stored-items.md": stored_items_page(
-            GENERATED.format(source="worker/adapters/stored_attributes.py")
+            page_head("Stored items", "worker/adapters/stored_attributes.py")
         ),
         RUNBOOK: runbook_page((root / RUNBOOK).read_text()),
     }
@@ -88,10 +93,7 @@ def main() -> int:
 def index_page() -> str:
     return "\n".join(
         [
-            "# Reference",
-            "",
-            GENERATED.format(source="the code"),
-            "",
+            *page_head("Reference", "the code"),
             "Generated from the code and checked by a test, so a page cannot drift from what "
             "runs. `make docs` rewrites them.",
             "",
@@ -118,10 +120,7 @@ def index_page() -> str:
 
 def settings_page() -> str:
     lines = [
-        "# Settings",
-        "",
-        GENERATED.format(source="worker/settings.py"),
-        "",
+        *page_head("Settings", "worker/settings.py"),
         "Read from the environment by pydantic-settings: the names below, no prefix, any "
         "case. The AWS endpoint, region and credentials are boto's own variables "
         "(`AWS_ENDPOINT_URL`, `AWS_REGION` / `AWS_DEFAULT_REGION`, …) and are not read here: "
@@ -232,10 +231,7 @@ def default_of(info: FieldInfo) -> str:
 def commands_page() -> str:
     parser = build_parser()
     lines = [
-        "# Commands",
-        "",
-        GENERATED.format(source="worker/cli/"),
-        "",
+        *page_head("Commands", "worker/cli/"),
         f"`{parser.prog} <command>`: {parser.description} Every command exits 0 when it "
         f"did its work; {EXIT_CONFIG} on a bad argument or configuration (one line on "
         "stderr); 1 when it ran and failed (an unhealthy probe, a store that failed, "
@@ -306,10 +302,7 @@ def argument_help(action: argparse.Action) -> str:
 
 def events_page() -> str:
     lines = [
-        "# Log events",
-        "",
-        GENERATED.format(source="worker/events.py"),
-        "",
+        *page_head("Log events", "worker/events.py"),
         "JSON lines on stdout (`LOG_FORMAT=console` for humans), one event a line, each with "
         "`event`, `level` and `timestamp`. A line written during a turn also carries the ids "
         "bound for it: `conversation_id`, `command_id`, `message_id`, `receive_count`, and "
@@ -375,10 +368,7 @@ KIND_HEADINGS: dict[Kind, str] = {
 
 def metrics_page() -> str:
     lines = [
-        "# Metrics",
-        "",
-        GENERATED.format(source="worker/telemetry/metric_names.py"),
-        "",
+        *page_head("Metrics", "worker/telemetry/metric_names.py"),
         "With `METRICS=emf` the worker writes CloudWatch Embedded Metric Format documents to "
         "stdout, beside its log lines: one set per interval of `METRICS_FLUSH_SECONDS`, and "
         "a last one when it stops. How they reach CloudWatch, how to query them and the "

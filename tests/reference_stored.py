@@ -13,12 +13,9 @@ HEADINGS: dict[ItemKind, str] = {
 }
 
 
-def stored_items_page(generated: str) -> str:
+def stored_items_page(head: list[str]) -> str:
     lines = [
-        "# Stored items",
-        "",
-        generated,
-        "",
+        *head,
         "The history table is written by three other stages (the history writer, the "
         "compactor, the model stage's writer of `model_usage`) and now and then by an "
         "operator's hand. What they store is input to this stage, exactly like a command: "

@@ -112,39 +112,48 @@ class CommandClaim:
     lease_until: datetime | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class CommandHold:
+    """A command as one owner holds it in the ledger. An owner names one delivery in one
+    worker (worker, message id, receive count), so a redelivery is another owner."""
+
+    conversation_id: str
+    command_id: str
+    owner: str
+
+    def done(self, now: datetime, digest: str | None = None) -> DoneMark:
+        """This hold's :class:`DoneMark`, stamped ``now``."""
+        return DoneMark(self.conversation_id, self.command_id, self.owner, now, digest)
+
+
+@dataclass(frozen=True, slots=True)
+class DoneMark:
+    """A forwarded command, to be recorded ``done``, with its message's digest (the
+    ``done`` record replaces the claim's, so it carries the digest on)."""
+
+    conversation_id: str
+    command_id: str
+    owner: str
+    now: datetime
+    digest: str | None = None
+
+
 class CommandLedger(Protocol):
     """Idempotency on ``command_id``: who is forwarding a command, and whether it is done.
 
     ``digest`` is the command's :func:`message_digest`: the record keeps it, so a delivery
     of the same id with another message is told apart from a redelivery. A record without
-    one (``finish`` given none) answers every delivery of its id as a redelivery."""
+    one (a :class:`DoneMark` without one) answers every delivery of its id as a redelivery."""
 
     async def begin(
-        self,
-        conversation_id: str,
-        command_id: str,
-        *,
-        owner: str,
-        lease: timedelta,
-        now: datetime,
-        digest: str,
+        self, hold: CommandHold, *, lease: timedelta, now: datetime, digest: str
     ) -> CommandClaim: ...
 
-    async def renew(
-        self, conversation_id: str, command_id: str, *, owner: str, lease: timedelta, now: datetime
-    ) -> bool: ...
+    async def renew(self, hold: CommandHold, *, lease: timedelta, now: datetime) -> bool: ...
 
-    async def finish(
-        self,
-        conversation_id: str,
-        command_id: str,
-        *,
-        owner: str,
-        now: datetime,
-        digest: str | None = None,
-    ) -> None: ...
+    async def finish(self, mark: DoneMark) -> None: ...
 
-    async def abandon(self, conversation_id: str, command_id: str, *, owner: str) -> None: ...
+    async def abandon(self, hold: CommandHold) -> None: ...
 
 
 class ForwardingLedger:
@@ -155,39 +164,18 @@ class ForwardingLedger:
         self._inner = inner
 
     async def begin(
-        self,
-        conversation_id: str,
-        command_id: str,
-        *,
-        owner: str,
-        lease: timedelta,
-        now: datetime,
-        digest: str,
+        self, hold: CommandHold, *, lease: timedelta, now: datetime, digest: str
     ) -> CommandClaim:
-        return await self._inner.begin(
-            conversation_id, command_id, owner=owner, lease=lease, now=now, digest=digest
-        )
+        return await self._inner.begin(hold, lease=lease, now=now, digest=digest)
 
-    async def renew(
-        self, conversation_id: str, command_id: str, *, owner: str, lease: timedelta, now: datetime
-    ) -> bool:
-        return await self._inner.renew(
-            conversation_id, command_id, owner=owner, lease=lease, now=now
-        )
+    async def renew(self, hold: CommandHold, *, lease: timedelta, now: datetime) -> bool:
+        return await self._inner.renew(hold, lease=lease, now=now)
 
-    async def finish(
-        self,
-        conversation_id: str,
-        command_id: str,
-        *,
-        owner: str,
-        now: datetime,
-        digest: str | None = None,
-    ) -> None:
-        await self._inner.finish(conversation_id, command_id, owner=owner, now=now, digest=digest)
+    async def finish(self, mark: DoneMark) -> None:
+        await self._inner.finish(mark)
 
-    async def abandon(self, conversation_id: str, command_id: str, *, owner: str) -> None:
-        await self._inner.abandon(conversation_id, command_id, owner=owner)
+    async def abandon(self, hold: CommandHold) -> None:
+        await self._inner.abandon(hold)
 
 
 class ObjectStore(Protocol):
@@ -255,27 +243,32 @@ class MessageSource(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class FoldClaim:
+    """One claim of a fold request: ``plan`` recorded on conversation ``conversation_id``'s
+    request mark at ``claimed_at``, if the mark is still the one ``seen`` holds. The same
+    value puts the mark back (:meth:`FoldClaims.release_compaction`)."""
+
+    conversation_id: str
+    plan: CompactionPlan
+    seen: FoldState
+    claimed_at: datetime
+
+
 class FoldClaims(Protocol):
     """The request mark on a conversation's ``state`` item, written conditionally."""
 
     async def claim_compaction(
-        self,
-        conversation_id: str,
-        plan: CompactionPlan,
-        *,
-        seen: FoldState,
-        now: datetime,
-        anchor: WindowAnchor | None = None,
+        self, claim: FoldClaim, *, anchor: WindowAnchor | None = None
     ) -> bool:
-        """Record ``plan`` as the newest request, stamped ``now``, if the request mark is
-        still the one ``seen`` holds; True if this caller won the claim. With ``anchor``,
-        the same write also stores the cache-aligned window's anchor (one write, not two,
-        when a turn both claims and re-anchors); a lost claim stores nothing."""
+        """Record ``claim.plan`` as the newest request, stamped ``claim.claimed_at``, if the
+        request mark is still the one ``claim.seen`` holds; True if this caller won the
+        claim. With ``anchor``, the same write also stores the cache-aligned window's anchor
+        (one write, not two, when a turn both claims and re-anchors); a lost claim stores
+        nothing."""
         ...
 
-    async def release_compaction(
-        self, conversation_id: str, plan: CompactionPlan, *, seen: FoldState, claimed_at: datetime
-    ) -> None:
-        """Put back the mark ``seen`` held, if the mark is still this caller's claim of
-        ``plan`` at ``claimed_at`` (its request could not be sent)."""
+    async def release_compaction(self, claim: FoldClaim) -> None:
+        """Put back the mark ``claim.seen`` held, if the mark is still this caller's
+        ``claim`` (its request could not be sent)."""
         ...

@@ -30,9 +30,8 @@ from worker.adapters.dynamodb import DynamoHistoryStore
 from worker.adapters.ledger import DynamoCommandLedger
 from worker.adapters.sqs import OutboundMessage, SqsQueue
 from worker.app.runtime import aws_clients
-from worker.delivery.done_marks import DoneMark
 from worker.memory import CompactionPlan, FoldState
-from worker.ports import ReceivedMessage, message_digest
+from worker.ports import CommandHold, DoneMark, FoldClaim, ReceivedMessage, message_digest
 from worker.settings import load_settings
 from worker.turn.commands import ConverseCommand, compaction_request, encode_body
 
@@ -67,7 +66,8 @@ async def replay(args: argparse.Namespace, payloads: dict[str, list[Any]]) -> No
             request; a lost claim sends nothing."""
             plan = CompactionPlan(folded_through=0, through=through, unfolded_tokens=0)
             now = datetime.now(UTC)
-            if not await history.claim_compaction(conversation_id, plan, seen=FoldState(), now=now):
+            claim = FoldClaim(conversation_id, plan, seen=FoldState(), claimed_at=now)
+            if not await history.claim_compaction(claim):
                 return
             command = ConverseCommand(
                 type="converse", command_id=command_id, conversation_id=conversation_id, message="-"
@@ -96,7 +96,10 @@ async def replay(args: argparse.Namespace, payloads: dict[str, list[Any]]) -> No
                 claims = await asyncio.gather(
                     *(
                         ledger.begin(
-                            w[1], w[0], owner=owner, lease=LEASE, now=now, digest=digests[w[0]]
+                            CommandHold(w[1], w[0], owner),
+                            lease=LEASE,
+                            now=now,
+                            digest=digests[w[0]],
                         )
                         for w in work
                     )

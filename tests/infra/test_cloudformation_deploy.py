@@ -11,6 +11,7 @@ import pytest
 
 from tests.infra.cfn_deploy import aws_client, backlog_scaling_policy, deploy_stack
 from tests.infra.cfn_deploy import register_backlog_scaling as register_scaling
+from tests.infra.cfn_outputs import DEAD_LETTER_OUTPUT_OF, STACK_OUTPUTS
 from worker.app.resources import (
     CONVERSE_VISIBILITY_TIMEOUT,
     DEAD_LETTER_RETENTION_SECONDS,
@@ -20,13 +21,6 @@ from worker.app.resources import (
 )
 
 pytestmark = pytest.mark.integration
-
-#: Output of each queue -> output of its dead-letter queue.
-DEAD_LETTER_OUTPUT_OF = {
-    "ConverseQueueUrl": "ConverseDeadLetterQueueUrl",
-    "ModelQueueUrl": "ModelDeadLetterQueueUrl",
-    "CompactionQueueUrl": "CompactionDeadLetterQueueUrl",
-}
 
 
 @pytest.fixture(scope="module")
@@ -41,23 +35,26 @@ def queue_attributes(endpoint: str, queue_url: str) -> dict[str, str]:
 
 
 def test_the_stack_reports_every_output(outputs: dict[str, str]) -> None:
-    assert set(outputs) >= {
-        *DEAD_LETTER_OUTPUT_OF,
-        *DEAD_LETTER_OUTPUT_OF.values(),
-        "HistoryTableName",
-        "PayloadBucketName",
-        "ClusterName",
-        "ServiceName",
-    }
+    assert set(outputs) >= STACK_OUTPUTS
     assert all(outputs.values())
 
 
-@pytest.mark.parametrize(("queue_output", "dead_letter_output"), DEAD_LETTER_OUTPUT_OF.items())
+@pytest.fixture(params=DEAD_LETTER_OUTPUT_OF.items(), ids=lambda pair: pair[0])
+def queue_and_dead_letter_queue(
+    request: pytest.FixtureRequest, moto_endpoint: str, outputs: dict[str, str]
+) -> tuple[dict[str, str], dict[str, str]]:
+    """Each deployed queue's attributes, and its dead-letter queue's."""
+    queue_output, dead_letter_output = request.param
+    return (
+        queue_attributes(moto_endpoint, outputs[queue_output]),
+        queue_attributes(moto_endpoint, outputs[dead_letter_output]),
+    )
+
+
 def test_each_deployed_queue_redrives_to_its_own_dead_letter_queue(
-    moto_endpoint: str, outputs: dict[str, str], queue_output: str, dead_letter_output: str
+    queue_and_dead_letter_queue: tuple[dict[str, str], dict[str, str]],
 ) -> None:
-    queue = queue_attributes(moto_endpoint, outputs[queue_output])
-    dead_letter_queue = queue_attributes(moto_endpoint, outputs[dead_letter_output])
+    queue, dead_letter_queue = queue_and_dead_letter_queue
     redrive = json.loads(queue["RedrivePolicy"])
     assert redrive["deadLetterTargetArn"] == dead_letter_queue["QueueArn"]
     assert int(redrive["maxReceiveCount"]) == MAX_RECEIVE_COUNT
@@ -65,12 +62,10 @@ def test_each_deployed_queue_redrives_to_its_own_dead_letter_queue(
     assert "RedrivePolicy" not in dead_letter_queue
 
 
-@pytest.mark.parametrize(("queue_output", "dead_letter_output"), DEAD_LETTER_OUTPUT_OF.items())
 def test_each_deployed_dead_letter_queue_outlives_its_source(
-    moto_endpoint: str, outputs: dict[str, str], queue_output: str, dead_letter_output: str
+    queue_and_dead_letter_queue: tuple[dict[str, str], dict[str, str]],
 ) -> None:
-    queue = queue_attributes(moto_endpoint, outputs[queue_output])
-    dead_letter_queue = queue_attributes(moto_endpoint, outputs[dead_letter_output])
+    queue, dead_letter_queue = queue_and_dead_letter_queue
     assert int(queue["MessageRetentionPeriod"]) == SOURCE_RETENTION_SECONDS
     assert int(dead_letter_queue["MessageRetentionPeriod"]) == DEAD_LETTER_RETENTION_SECONDS
 

@@ -17,6 +17,7 @@ from tests.infra.cfn_conditions import (
     with_condition,
     with_conditions,
 )
+from tests.infra.cfn_outputs import STACK_OUTPUTS
 from tests.infra.cfn_stack import ConcreteStack
 from tests.infra.cfn_yaml import (
     TEMPLATE_DIR,
@@ -796,22 +797,8 @@ def test_a_share_of_unexplained_cache_misses_held_for_three_hours_raises_an_alar
     assert alarm["TreatMissingData"] == "notBreaching"
 
 
-OUTPUTS = {
-    "ConverseQueueUrl",
-    "ModelQueueUrl",
-    "CompactionQueueUrl",
-    "ConverseDeadLetterQueueUrl",
-    "ModelDeadLetterQueueUrl",
-    "CompactionDeadLetterQueueUrl",
-    "HistoryTableName",
-    "PayloadBucketName",
-    "ClusterName",
-    "ServiceName",
-}
-
-
 def test_the_outputs_name_everything_a_deployment_needs(template: dict[str, Any]) -> None:
-    assert set(template["Outputs"]) == OUTPUTS
+    assert set(template["Outputs"]) == STACK_OUTPUTS
 
 
 def test_with_a_key_the_outputs_name_the_key_and_the_role_its_policy_must_admit(
@@ -820,7 +807,7 @@ def test_with_a_key_the_outputs_name_the_key_and_the_role_its_policy_must_admit(
     """Whoever writes the key policy needs the key, the worker's role, and what the other
     stages need on the key (the key's output says it, docs/DEPLOY.md spells the statements)."""
     outputs = keyed["Outputs"]
-    assert set(outputs) == OUTPUTS | {"KmsKeyArn", "TaskRoleArn"}
+    assert set(outputs) == STACK_OUTPUTS | {"KmsKeyArn", "TaskRoleArn"}
     assert outputs["KmsKeyArn"]["Value"] == {"Ref": "KmsKeyArn"}
     assert outputs["TaskRoleArn"]["Value"] == {"Fn::GetAtt": ["TaskRole", "Arn"]}
     description = outputs["KmsKeyArn"]["Description"]

@@ -99,6 +99,12 @@ WORKER_CALLS: list[tuple[str, Callable[[Worker], str]]] = [
     ("s3:PutObject", lambda w: f"{w.bucket}/{payload_key('matter-1187', 'c-8f2e')}"),
     ("s3:ListBucket", lambda w: w.bucket),
 ]
+#: A test over each call the worker makes, one case a call.
+each_worker_call = pytest.mark.parametrize(
+    ("action", "resource_of"),
+    WORKER_CALLS,
+    ids=[f"{action}-{i}" for i, (action, _) in enumerate(WORKER_CALLS)],
+)
 
 #: Calls the worker must not be able to make, and why each matters.
 FORBIDDEN_CALLS: list[tuple[str, Callable[[Worker], str], str]] = [
@@ -145,11 +151,7 @@ def test_every_action_the_code_calls_is_evaluated_here() -> None:
     assert evaluated == actions_the_code_calls() | GRANTED_FOR_AWS_ERROR_ANSWERS
 
 
-@pytest.mark.parametrize(
-    ("action", "resource_of"),
-    WORKER_CALLS,
-    ids=[f"{action}-{i}" for i, (action, _) in enumerate(WORKER_CALLS)],
-)
+@each_worker_call
 def test_the_task_role_allows_each_call_the_worker_makes(
     action: str, resource_of: Callable[[Worker], str]
 ) -> None:
@@ -370,11 +372,7 @@ def test_without_a_key_the_role_has_no_kms_permission_at_all() -> None:
         assert as_the_worker_on_the_key(STACK, action, via(service)) is not Decision.ALLOWED
 
 
-@pytest.mark.parametrize(
-    ("action", "resource_of"),
-    WORKER_CALLS,
-    ids=[f"{action}-{i}" for i, (action, _) in enumerate(WORKER_CALLS)],
-)
+@each_worker_call
 def test_with_a_key_the_role_still_allows_each_call_the_worker_makes(
     action: str, resource_of: Callable[[Worker], str]
 ) -> None:

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import json
 import os
+import sys
 import threading
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
@@ -63,6 +64,28 @@ class Stack:
         env.update(self.env)
         env.update(extra)
         return env
+
+    async def worker_process(self, *args: str, **env: str) -> asyncio.subprocess.Process:
+        """``worker <args>`` started as a process pointed at this stack (``env`` added to
+        its environment), its stdout and stderr piped."""
+        return await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "worker.cli",
+            *args,
+            env=self.process_env(**env),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+
+    async def cli_output(self, *args: str, **env: str) -> str:
+        """What ``worker <args>`` (:meth:`worker_process`) printed; it must exit 0 within a
+        minute."""
+        process = await self.worker_process(*args, **env)
+        async with asyncio.timeout(60):
+            stdout, stderr = await process.communicate()
+        assert process.returncode == 0, stderr.decode()
+        return stdout.decode()
 
     async def send_command(self, **fields: Any) -> None:
         command = {"type": "converse", "message": "What does clause 14.2 say?", **fields}

@@ -4,10 +4,8 @@ content, and the sliding window's estimate marked as one."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
-import sys
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -28,22 +26,7 @@ MOMENTS = [START + timedelta(minutes=m) for m in (0, 2, 4, 24)]
 
 
 async def bill_command(stack: Stack, *args: str) -> str:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "worker.cli",
-        "bill",
-        "--conversation",
-        CONVERSATION,
-        *args,
-        env=stack.process_env(),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    async with asyncio.timeout(60):
-        stdout, stderr = await process.communicate()
-    assert process.returncode == 0, stderr.decode()
-    return stdout.decode()
+    return await stack.cli_output("bill", "--conversation", CONVERSATION, *args)
 
 
 async def served(stack: Stack) -> list[tuple[int, str, ModelAnswer]]:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import sys
 from collections import defaultdict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -72,17 +71,9 @@ class WorkerLogs:
 
 @contextlib.asynccontextmanager
 async def worker_process(stack: Stack, logs: WorkerLogs) -> AsyncIterator[None]:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "worker.cli",
-        "run",
-        # Room for both receive batches of a turn at once; no request is overdue in the run.
-        env=stack.process_env(
-            WORKER_CONCURRENCY="20", COMPACTION_RETRY_SECONDS="3600", LOG_FORMAT="json"
-        ),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
+    # Room for both receive batches of a turn at once; no request is overdue in the run.
+    process = await stack.worker_process(
+        "run", WORKER_CONCURRENCY="20", COMPACTION_RETRY_SECONDS="3600", LOG_FORMAT="json"
     )
     assert process.stdout is not None and process.stderr is not None
     reader = asyncio.create_task(logs.read(process.stdout))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
 
 import pytest
 
@@ -94,16 +95,25 @@ async def test_two_commands_for_one_conversation_at_once_yield_one_fold_request(
     assert len(requests) == 1
 
 
-async def test_two_workers_racing_on_one_conversation_send_one_request(stack: Stack) -> None:
-    await stack.seed("matter-f6", exchanges(20), folded_through=0)
+async def served_by_two_workers(stack: Stack, conversation_id: str) -> list[dict[str, Any]]:
+    """Eight commands for ``conversation_id`` served by two workers at once: the fold
+    requests they sent, once every turn's fold decision is made."""
     await asyncio.gather(
-        *(stack.send_command(command_id=f"c-{i}", conversation_id="matter-f6") for i in range(8))
+        *(
+            stack.send_command(command_id=f"c-{i}", conversation_id=conversation_id)
+            for i in range(8)
+        )
     )
     settings = stack.settings(worker_concurrency=4)
     async with running_worker(settings), running_worker(settings):
         await stack.drain("MODEL_QUEUE_URL", expect=8)
-        await stack.until_empty("CONVERSE_QUEUE_URL")  # every turn's fold decision is made
-        requests = await stack.drain("COMPACTION_QUEUE_URL")
+        await stack.until_empty("CONVERSE_QUEUE_URL")
+        return await stack.drain("COMPACTION_QUEUE_URL")
+
+
+async def test_two_workers_racing_on_one_conversation_send_one_request(stack: Stack) -> None:
+    await stack.seed("matter-f6", exchanges(20), folded_through=0)
+    requests = await served_by_two_workers(stack, "matter-f6")
     assert len(requests) == 1
 
 
@@ -184,12 +194,5 @@ async def test_two_workers_racing_while_a_request_is_pending_send_one_for_the_ne
             ":at": {"S": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")},
         },
     )
-    await asyncio.gather(
-        *(stack.send_command(command_id=f"c-{i}", conversation_id="matter-f10") for i in range(8))
-    )
-    settings = stack.settings(worker_concurrency=4)
-    async with running_worker(settings), running_worker(settings):
-        await stack.drain("MODEL_QUEUE_URL", expect=8)
-        await stack.until_empty("CONVERSE_QUEUE_URL")  # every turn's fold decision is made
-        requests = await stack.drain("COMPACTION_QUEUE_URL")
+    requests = await served_by_two_workers(stack, "matter-f10")
     assert [body_of(r)["through"] for r in requests] == [52]

@@ -26,6 +26,7 @@ import pytest
 
 from localaws.endpoints import CREDENTIALS
 from tests.infra.cfn_deploy import aws_client, deploy_stack
+from tests.infra.cfn_outputs import QUEUE_OUTPUTS
 from tests.integration.conftest import Stack, body_of, exchanges, running_worker
 from worker.adapters.s3 import S3ObjectStore
 from worker.app.resources import history_table_definition
@@ -33,17 +34,6 @@ from worker.app.runtime import aws_clients
 from worker.delivery.pointers import SIZE_ATTRIBUTE, parse_pointer, pointer_body
 
 pytestmark = pytest.mark.integration
-
-#: Each queue's output and whether it is a dead-letter queue.
-QUEUE_OUTPUTS = [
-    "ConverseQueueUrl",
-    "ModelQueueUrl",
-    "CompactionQueueUrl",
-    "ConverseDeadLetterQueueUrl",
-    "ModelDeadLetterQueueUrl",
-    "CompactionDeadLetterQueueUrl",
-]
-
 
 KEYED_TABLE = "keyed-history-under-the-key"
 

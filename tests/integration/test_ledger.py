@@ -14,7 +14,7 @@ from tests.integration.conftest import Stack, body_of, exchanges, running_worker
 from worker.adapters.dynamodb import DynamoHistoryStore
 from worker.adapters.ledger import DynamoCommandLedger
 from worker.delivery.done_marks import BatchingLedger
-from worker.ports import message_digest
+from worker.ports import CommandHold, DoneMark, message_digest
 from worker.turn.stage import REUSED_ID
 
 pytestmark = pytest.mark.integration
@@ -25,6 +25,11 @@ QUESTION = "PRIVILEGED: what does clause 14.2 say about termination?"
 ASKED = message_digest(QUESTION)
 
 
+def hold(command_id: str, owner: str) -> CommandHold:
+    """Conversation ``m``'s command ``command_id`` as ``owner`` holds it."""
+    return CommandHold("m", command_id, owner)
+
+
 @pytest.fixture
 def ledger(stack: Stack) -> DynamoCommandLedger:
     return DynamoCommandLedger(stack.clients.dynamodb, stack.env["HISTORY_TABLE"])
@@ -33,9 +38,9 @@ def ledger(stack: Stack) -> DynamoCommandLedger:
 async def test_a_new_command_is_started_and_a_second_claim_finds_it_busy(
     ledger: DynamoCommandLedger,
 ) -> None:
-    first = await ledger.begin("m", "c1", owner="w1", lease=LEASE, now=NOW, digest=ASKED)
+    first = await ledger.begin(hold("c1", "w1"), lease=LEASE, now=NOW, digest=ASKED)
     second = await ledger.begin(
-        "m", "c1", owner="w2", lease=LEASE, now=NOW + timedelta(seconds=5), digest=ASKED
+        hold("c1", "w2"), lease=LEASE, now=NOW + timedelta(seconds=5), digest=ASKED
     )
     assert first.state == "started"
     assert second.state == "busy"
@@ -45,12 +50,12 @@ async def test_a_new_command_is_started_and_a_second_claim_finds_it_busy(
 async def test_an_expired_lease_is_taken_over_and_the_old_owner_loses_it(
     ledger: DynamoCommandLedger,
 ) -> None:
-    await ledger.begin("m", "c2", owner="w1", lease=LEASE, now=NOW, digest=ASKED)
+    await ledger.begin(hold("c2", "w1"), lease=LEASE, now=NOW, digest=ASKED)
     later = NOW + LEASE + timedelta(seconds=1)
-    taken = await ledger.begin("m", "c2", owner="w2", lease=LEASE, now=later, digest=ASKED)
+    taken = await ledger.begin(hold("c2", "w2"), lease=LEASE, now=later, digest=ASKED)
     assert taken.state == "started"
-    assert not await ledger.renew("m", "c2", owner="w1", lease=LEASE, now=later)
-    assert await ledger.renew("m", "c2", owner="w2", lease=LEASE, now=later)
+    assert not await ledger.renew(hold("c2", "w1"), lease=LEASE, now=later)
+    assert await ledger.renew(hold("c2", "w2"), lease=LEASE, now=later)
 
 
 async def test_a_turn_run_again_takes_its_own_live_claim_and_no_one_elses(
@@ -58,26 +63,26 @@ async def test_a_turn_run_again_takes_its_own_live_claim_and_no_one_elses(
 ) -> None:
     """A turn held through a brownout runs again under the same owner (this worker, this
     delivery) after its abandon failed: its own live lease is its own (issue 25)."""
-    await ledger.begin("m", "c9", owner="w1/m9/1", lease=LEASE, now=NOW, digest=ASKED)
+    await ledger.begin(hold("c9", "w1/m9/1"), lease=LEASE, now=NOW, digest=ASKED)
     soon = NOW + timedelta(seconds=5)
     assert (
-        await ledger.begin("m", "c9", owner="w1/m9/1", lease=LEASE, now=soon, digest=ASKED)
+        await ledger.begin(hold("c9", "w1/m9/1"), lease=LEASE, now=soon, digest=ASKED)
     ).state == "started"
     assert (
-        await ledger.begin("m", "c9", owner="w2/m9/2", lease=LEASE, now=soon, digest=ASKED)
+        await ledger.begin(hold("c9", "w2/m9/2"), lease=LEASE, now=soon, digest=ASKED)
     ).state == "busy"
-    await ledger.finish("m", "c9", owner="w1/m9/1", now=soon, digest=ASKED)
+    await ledger.finish(DoneMark("m", "c9", "w1/m9/1", soon, ASKED))
     assert (
-        await ledger.begin("m", "c9", owner="w1/m9/1", lease=LEASE, now=soon, digest=ASKED)
+        await ledger.begin(hold("c9", "w1/m9/1"), lease=LEASE, now=soon, digest=ASKED)
     ).state == "done"
 
 
 async def test_a_done_command_stays_done(ledger: DynamoCommandLedger, stack: Stack) -> None:
-    await ledger.begin("m", "c3", owner="w1", lease=LEASE, now=NOW, digest=ASKED)
-    await ledger.finish("m", "c3", owner="w1", now=NOW, digest=ASKED)
+    await ledger.begin(hold("c3", "w1"), lease=LEASE, now=NOW, digest=ASKED)
+    await ledger.finish(DoneMark("m", "c3", "w1", NOW, ASKED))
     far_later = NOW + timedelta(days=1)
     assert (
-        await ledger.begin("m", "c3", owner="w2", lease=LEASE, now=far_later, digest=ASKED)
+        await ledger.begin(hold("c3", "w2"), lease=LEASE, now=far_later, digest=ASKED)
     ).state == "done"
     item = (
         await stack.clients.dynamodb.get_item(
@@ -91,10 +96,10 @@ async def test_a_done_command_stays_done(ledger: DynamoCommandLedger, stack: Sta
 
 
 async def test_an_abandoned_lease_can_be_taken_at_once(ledger: DynamoCommandLedger) -> None:
-    await ledger.begin("m", "c4", owner="w1", lease=LEASE, now=NOW, digest=ASKED)
-    await ledger.abandon("m", "c4", owner="w1")
+    await ledger.begin(hold("c4", "w1"), lease=LEASE, now=NOW, digest=ASKED)
+    await ledger.abandon(hold("c4", "w1"))
     assert (
-        await ledger.begin("m", "c4", owner="w2", lease=LEASE, now=NOW, digest=ASKED)
+        await ledger.begin(hold("c4", "w2"), lease=LEASE, now=NOW, digest=ASKED)
     ).state == "started"
 
 
@@ -102,7 +107,7 @@ async def test_command_records_stay_out_of_the_history_page(
     ledger: DynamoCommandLedger, stack: Stack
 ) -> None:
     await stack.seed("m", [("user", "q"), ("assistant", "a")])
-    await ledger.begin("m", "c5", owner="w1", lease=LEASE, now=NOW, digest=ASKED)
+    await ledger.begin(hold("c5", "w1"), lease=LEASE, now=NOW, digest=ASKED)
     page = await DynamoHistoryStore(stack.clients.dynamodb, stack.env["HISTORY_TABLE"]).load_page(
         "m", 27
     )
@@ -117,18 +122,14 @@ async def test_done_marks_written_together_each_make_their_command_done(
     a redelivery of any of them is then found done."""
     ids = [f"c-batch-{i}" for i in range(12)]
     for command_id in ids:
-        await ledger.begin("m", command_id, owner="w1", lease=LEASE, now=NOW, digest=ASKED)
+        await ledger.begin(hold(command_id, "w1"), lease=LEASE, now=NOW, digest=ASKED)
     batching = BatchingLedger(ledger)
     try:
-        await asyncio.gather(
-            *(batching.finish("m", c, owner="w1", now=NOW, digest=ASKED) for c in ids)
-        )
+        await asyncio.gather(*(batching.finish(DoneMark("m", c, "w1", NOW, ASKED)) for c in ids))
     finally:
         await batching.close()
     later = NOW + timedelta(hours=1)
-    claims = [
-        await ledger.begin("m", c, owner="w2", lease=LEASE, now=later, digest=ASKED) for c in ids
-    ]
+    claims = [await ledger.begin(hold(c, "w2"), lease=LEASE, now=later, digest=ASKED) for c in ids]
     assert {claim.state for claim in claims} == {"done"}
 
 
@@ -136,15 +137,15 @@ async def test_an_expired_lease_on_another_message_is_refused_as_reused_not_take
     ledger: DynamoCommandLedger, stack: Stack
 ) -> None:
     """The takeover's condition holds the digest: the id's first message keeps its record."""
-    await ledger.begin("m", "c6", owner="w1", lease=LEASE, now=NOW, digest=ASKED)
+    await ledger.begin(hold("c6", "w1"), lease=LEASE, now=NOW, digest=ASKED)
     later = NOW + LEASE + timedelta(seconds=1)
     other = message_digest("And clause 15?")
     assert (
-        await ledger.begin("m", "c6", owner="w2", lease=LEASE, now=later, digest=other)
+        await ledger.begin(hold("c6", "w2"), lease=LEASE, now=later, digest=other)
     ).state == "reused"
     item = await command_record(stack, "m", "c6")
     assert (item["owner"], item["message_sha256"]) == ({"S": "w1"}, {"S": ASKED})
-    assert await ledger.renew("m", "c6", owner="w1", lease=LEASE, now=later)
+    assert await ledger.renew(hold("c6", "w1"), lease=LEASE, now=later)
 
 
 async def test_an_expired_lease_on_a_record_without_a_digest_is_taken_over_and_gets_one(
@@ -152,7 +153,7 @@ async def test_an_expired_lease_on_a_record_without_a_digest_is_taken_over_and_g
 ) -> None:
     await stack.put_items([old_record("m", "c7", "in_progress", lease_until=NOW)])
     later = NOW + timedelta(seconds=1)
-    taken = await ledger.begin("m", "c7", owner="w2", lease=LEASE, now=later, digest=ASKED)
+    taken = await ledger.begin(hold("c7", "w2"), lease=LEASE, now=later, digest=ASKED)
     assert taken.state == "started"
     assert (await command_record(stack, "m", "c7"))["message_sha256"] == {"S": ASKED}
 

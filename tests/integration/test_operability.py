@@ -70,14 +70,8 @@ async def test_the_emf_output_meets_the_specification_and_counts_exactly_what_wa
     interval and the flush at stop they count exactly that, with no id or text in them."""
     await stack.seed("matter-gap", exchanges(20), folded_through=0)
     await stack.seed("matter-big", exchanges(2))
-    process = await asyncio.create_subprocess_exec(
-        *WORKER,
-        "run",
-        env=stack.process_env(
-            METRICS="emf", METRICS_FLUSH_SECONDS="1", PAYLOAD_INLINE_MAX_BYTES="20000"
-        ),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
+    process = await stack.worker_process(
+        "run", METRICS="emf", METRICS_FLUSH_SECONDS="1", PAYLOAD_INLINE_MAX_BYTES="20000"
     )
     assert process.stdout is not None and process.stderr is not None
     lines: list[str] = []

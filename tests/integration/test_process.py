@@ -37,16 +37,11 @@ async def test_sigterm_exits_zero_and_loses_nothing(stack: Stack) -> None:
         *(stack.send_command(command_id=c, conversation_id="matter-s") for c in ids)
     )
     proxy = TcpProxy(stack.endpoint, 0.2)
-    process = await asyncio.create_subprocess_exec(
-        *WORKER,
+    process = await stack.worker_process(
         "run",
-        env=stack.process_env(
-            SHUTDOWN_GRACE_SECONDS="10",
-            WORKER_CONCURRENCY="4",
-            AWS_ENDPOINT_URL=await proxy.start(),
-        ),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
+        SHUTDOWN_GRACE_SECONDS="10",
+        WORKER_CONCURRENCY="4",
+        AWS_ENDPOINT_URL=await proxy.start(),
     )
     try:
         first = await stack.drain("MODEL_QUEUE_URL", expect=5)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,8 +19,6 @@ import pytest
 from tests.integration.conftest import Stack
 
 pytestmark = pytest.mark.integration
-
-WORKER = [sys.executable, "-m", "worker.cli", "run"]
 
 
 def mapped(pid: int, name: str) -> bool:
@@ -38,12 +35,7 @@ def mapped(pid: int, name: str) -> bool:
 @pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads /proc/<pid>/maps")
 @pytest.mark.parametrize("extension", ["_pydantic_core", "_http_parser"])
 async def test_a_stop_during_start_up_exits_zero(stack: Stack, extension: str) -> None:
-    process = await asyncio.create_subprocess_exec(
-        *WORKER,
-        env=stack.process_env(),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
+    process = await stack.worker_process("run")
     try:
         async with asyncio.timeout(60):
             while not mapped(process.pid, extension):

@@ -29,7 +29,7 @@ from worker.adapters.stored_attributes import ATTRIBUTES
 from worker.app.runtime import build_stage
 from worker.delivery.outcomes import Done, Rejected
 from worker.memory import CompactionPlan
-from worker.ports import ReceivedMessage
+from worker.ports import FoldClaim, ReceivedMessage
 from worker.turn.reading import STATE_REFUSED
 from worker.turn.stage import ConverseStage
 
@@ -309,7 +309,8 @@ async def test_a_claim_over_an_unreadable_request_version_sticks_for_exactly_one
     seen = (await store.load_page("matter-version", 5)).state
     assert seen.unreadable_version is not None
     plan = CompactionPlan(folded_through=0, through=12, unfolded_tokens=2_400)
-    claims = [await store.claim_compaction("matter-version", plan, seen=seen, now=T0) for _ in "ab"]
+    claim = FoldClaim("matter-version", plan, seen=seen, claimed_at=T0)
+    claims = [await store.claim_compaction(claim) for _ in "ab"]
     assert claims == [True, False]
     after = (await store.load_page("matter-version", 5)).state
     assert (after.request_version, after.requested_through, after.unreadable_version) == (

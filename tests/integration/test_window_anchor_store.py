@@ -12,6 +12,7 @@ from tests.integration.conftest import Stack, exchanges
 from worker.adapters.dynamodb import STATE_KEY, DynamoHistoryStore
 from worker.caching.anchor import SummarySnapshot, WindowAnchor
 from worker.memory import CompactionPlan, FoldState
+from worker.ports import FoldClaim
 
 pytestmark = pytest.mark.integration
 
@@ -54,14 +55,13 @@ async def test_a_claim_carrying_the_anchor_writes_both_in_one_update(stack: Stac
     await stack.seed("matter-a3", exchanges(6))
     store = store_of(stack)
     anchor = WindowAnchor(seq=1, folded_through=0)
-    assert await store.claim_compaction("matter-a3", PLAN, seen=FoldState(), now=NOW, anchor=anchor)
+    claim = FoldClaim("matter-a3", PLAN, seen=FoldState(), claimed_at=NOW)
+    assert await store.claim_compaction(claim, anchor=anchor)
     state = await stack.state_item("matter-a3")
     assert state["window_anchor"] == {"N": "1"}
     assert state["compaction_requested_through"] == {"N": "12"}
     # A lost claim writes nothing at all, the anchor included.
-    assert not await store.claim_compaction(
-        "matter-a3", PLAN, seen=FoldState(), now=NOW, anchor=WindowAnchor(3, 0)
-    )
+    assert not await store.claim_compaction(claim, anchor=WindowAnchor(3, 0))
     assert (await store.load_page("matter-a3", 27)).anchor == anchor
 
 
@@ -69,8 +69,9 @@ async def test_releasing_a_claim_puts_back_the_mark_and_keeps_the_anchor(stack: 
     await stack.seed("matter-a4", exchanges(6))
     store = store_of(stack)
     anchor = WindowAnchor(seq=1, folded_through=0)
-    await store.claim_compaction("matter-a4", PLAN, seen=FoldState(), now=NOW, anchor=anchor)
-    await store.release_compaction("matter-a4", PLAN, seen=FoldState(), claimed_at=NOW)
+    claim = FoldClaim("matter-a4", PLAN, seen=FoldState(), claimed_at=NOW)
+    await store.claim_compaction(claim, anchor=anchor)
+    await store.release_compaction(claim)
     page = await store.load_page("matter-a4", 27)
     assert page.state == FoldState() and page.anchor == anchor
 
@@ -117,10 +118,7 @@ async def test_the_summary_in_force_is_stored_with_the_anchor_and_read_back_with
     assert (await store.load_page("matter-a6", 27)).anchor == WindowAnchor(5, 4)
     # No summary yet (mark 0): the mark alone is the snapshot.
     await store.claim_compaction(
-        "matter-a6",
-        PLAN,
-        seen=page.state,
-        now=NOW,
+        FoldClaim("matter-a6", PLAN, seen=page.state, claimed_at=NOW),
         anchor=WindowAnchor(1, 0, SummarySnapshot(None, 0)),
     )
     back = (await store.load_page("matter-a6", 27)).anchor

@@ -20,20 +20,7 @@ ROW = re.compile(r"^\s+\d+  (user|assistant)\s+\d+(  yes \([\d,]+ stored\))?$")
 
 
 async def window_command(stack: Stack, *args: str, **env: str) -> str:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "worker.cli",
-        "window",
-        *args,
-        env=stack.process_env(**env),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    async with asyncio.timeout(60):
-        stdout, stderr = await process.communicate()
-    assert process.returncode == 0, stderr.decode()
-    return stdout.decode()
+    return await stack.cli_output("window", *args, **env)
 
 
 async def everything(stack: Stack) -> tuple[list[dict[str, Any]], list[str]]:

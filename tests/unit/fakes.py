@@ -11,8 +11,8 @@ from typing import Any, Unpack
 
 from tests.conftest import settings as placeholder_settings
 from worker.caching.anchor import WindowAnchor
-from worker.memory import CompactionPlan, FoldState, HistoryMessage, Role
-from worker.ports import CommandLedger, HistoryPage, MessageSender, SendOptions
+from worker.memory import FoldState, HistoryMessage, Role
+from worker.ports import CommandLedger, FoldClaim, HistoryPage, MessageSender, SendOptions
 from worker.settings import Settings
 from worker.turn.stage import ConverseStage, History
 
@@ -121,34 +121,27 @@ class HistoryTable:
         )
 
     async def claim_compaction(
-        self,
-        conversation_id: str,
-        plan: CompactionPlan,
-        *,
-        seen: FoldState,
-        now: datetime,
-        anchor: WindowAnchor | None = None,
+        self, claim: FoldClaim, *, anchor: WindowAnchor | None = None
     ) -> bool:
         self.writes.append("claim" if anchor is None else "claim+anchor")
         current = self.state or FoldState()
-        if current.request_version != seen.request_version:
+        if current.request_version != claim.seen.request_version:
             return False
         self.state = replace(
             current,
-            requested_through=plan.through,
-            requested_at=now,
-            request_version=seen.request_version + 1,
+            requested_through=claim.plan.through,
+            requested_at=claim.claimed_at,
+            request_version=claim.seen.request_version + 1,
         )
-        self.claims.append(plan.through)
+        self.claims.append(claim.plan.through)
         if anchor is not None:
             self.anchor = anchor
         return True
 
-    async def release_compaction(
-        self, conversation_id: str, plan: CompactionPlan, *, seen: FoldState, claimed_at: datetime
-    ) -> None:
+    async def release_compaction(self, claim: FoldClaim) -> None:
         self.writes.append("release")
         current = self.state or FoldState()
+        seen = claim.seen
         if current.request_version == seen.request_version + 1:
             self.state = replace(
                 current,

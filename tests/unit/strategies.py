@@ -1,9 +1,11 @@
-"""Hypothesis strategies shared by the property tests of the memory core."""
+"""Hypothesis strategies shared by the property tests of the memory core and the cache
+lifetimes."""
 
 from __future__ import annotations
 
 from hypothesis import strategies as st
 
+from worker.caching.lifetimes import PointShape, TurnShape
 from worker.memory import HistoryMessage, WindowLimits
 
 
@@ -41,3 +43,22 @@ def histories(draw: st.DrawFn, contents: st.SearchStrategy[str]) -> list[History
         HistoryMessage(seq=i, role=role, content=draw(contents))  # type: ignore[arg-type]
         for i, role in enumerate(roles, start=1)
     ]
+
+
+@st.composite
+def turn_shapes(draw: st.DrawFn, *, min_points: int = 0) -> TurnShape:
+    """``min_points`` to three points in prefix order, each reused with any likelihood,
+    sharing no more of the prefix than the last point covers."""
+    prefixes = sorted(draw(st.lists(st.integers(0, 20_000), min_size=min_points, max_size=3)))
+    reused = draw(st.lists(st.floats(0, 1), min_size=3, max_size=3))
+    shared = draw(st.integers(0, 20_000))
+    points = tuple(PointShape(p, r) for p, r in zip(prefixes, reused, strict=False))
+    return TurnShape(points, min(shared, prefixes[-1] if prefixes else 0))
+
+
+#: Any history of gaps between questions, up to about two days each.
+gap_lists = st.lists(st.floats(0, 200_000), max_size=20)
+#: The model minimums the policy meets (1: a model with none to speak of).
+minimums = st.sampled_from([1, 1024, 2048, 4096])
+#: Every ``HISTORY_CACHE_TTL`` setting.
+ttl_settings = st.sampled_from(["adaptive", "5m", "1h"])

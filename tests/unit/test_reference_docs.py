@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import ast
 import re
-import shutil
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests import dashboard, reference
+from tests.unit.conftest import append_function
 from worker.events import EVENTS, LIBRARY, Event
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,20 +45,6 @@ def test_each_committed_page_is_what_the_code_renders_now(page: Path) -> None:
 
 def test_every_event_the_worker_logs_is_declared_and_every_declared_one_is_logged() -> None:
     assert event_problems(WORKER, EVENTS) == []
-
-
-@pytest.fixture
-def worker_copy(tmp_path: Path) -> Path:
-    copy = tmp_path / "worker"
-    shutil.copytree(WORKER, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    return copy
-
-
-def append_function(module: Path, body: str) -> int:
-    """Append a function whose one line is ``body``; returns that line's number."""
-    source = module.read_text()
-    module.write_text(f"{source}\n\ndef _appended() -> None:\n    {body}\n")
-    return source.count("\n") + 4
 
 
 def test_the_check_fails_on_an_event_that_is_not_declared(worker_copy: Path) -> None:

@@ -16,8 +16,8 @@ from worker.adapters.stored_attributes import STATE_KEY as STATE_KEY
 from worker.adapters.stored_items import StateReading, read_message, read_state
 from worker.caching.anchor import WindowAnchor
 from worker.caching.bills import ModelUsage
-from worker.memory import CompactionPlan, FoldState, HistoryMessage
-from worker.ports import HistoryPage, StoredDefect
+from worker.memory import FoldState, HistoryMessage
+from worker.ports import FoldClaim, HistoryPage, StoredDefect
 
 if TYPE_CHECKING:  # the stubs are a dev dependency: nothing of them runs
     from types_aiobotocore_dynamodb import DynamoDBClient
@@ -84,18 +84,12 @@ def anchor_request(
 
 
 def fold_claim_request(
-    table: str,
-    conversation_id: str,
-    through: int,
-    *,
-    seen: FoldState,
-    now: datetime,
-    anchor: WindowAnchor | None = None,
+    table: str, claim: FoldClaim, *, anchor: WindowAnchor | None = None
 ) -> UpdateItemInputTypeDef:
-    """The fold claim: the request mark set to ``through`` if its version is still the one
-    ``seen`` holds (:meth:`DynamoHistoryStore.claim_compaction` says why); with ``anchor``,
-    the window's anchor in the same write."""
-    condition, values = _mark_unchanged(seen)
+    """The fold claim: the request mark set to the plan's ``through`` if its version is
+    still the one ``claim.seen`` holds (:meth:`DynamoHistoryStore.claim_compaction` says
+    why); with ``anchor``, the window's anchor in the same write."""
+    condition, values = _mark_unchanged(claim.seen)
     update = (
         "SET compaction_requested_through = :through, "
         "compaction_requested_at = :now, compaction_request_version = :claimed"
@@ -105,34 +99,32 @@ def fold_claim_request(
         values = {**values, **_anchor_values(anchor)}
     return {
         "TableName": table,
-        "Key": state_key(conversation_id),
+        "Key": state_key(claim.conversation_id),
         "UpdateExpression": update,
         "ConditionExpression": condition,
         "ExpressionAttributeValues": {
-            ":through": {"N": str(through)},
-            ":now": {"S": rfc3339(now)},
-            ":claimed": {"N": str(seen.request_version + 1)},
+            ":through": {"N": str(claim.plan.through)},
+            ":now": {"S": rfc3339(claim.claimed_at)},
+            ":claimed": {"N": str(claim.seen.request_version + 1)},
             **values,
         },
     }
 
 
-def fold_release_request(
-    table: str, conversation_id: str, through: int, *, seen: FoldState, claimed_at: datetime
-) -> UpdateItemInputTypeDef:
-    """Put back the mark ``seen`` held, if the mark is still the claim made at ``claimed_at``."""
-    update, values = _restore_mark(seen)
+def fold_release_request(table: str, claim: FoldClaim) -> UpdateItemInputTypeDef:
+    """Put back the mark ``claim.seen`` held, if the mark is still the one ``claim`` made."""
+    update, values = _restore_mark(claim.seen)
     return {
         "TableName": table,
-        "Key": state_key(conversation_id),
+        "Key": state_key(claim.conversation_id),
         "UpdateExpression": update,
         "ConditionExpression": "compaction_request_version = :claimed"
         " AND compaction_requested_through = :through"
         " AND compaction_requested_at = :at",
         "ExpressionAttributeValues": {
-            ":claimed": {"N": str(seen.request_version + 1)},
-            ":through": {"N": str(through)},
-            ":at": {"S": rfc3339(claimed_at)},
+            ":claimed": {"N": str(claim.seen.request_version + 1)},
+            ":through": {"N": str(claim.plan.through)},
+            ":at": {"S": rfc3339(claim.claimed_at)},
             **values,
         },
     }
@@ -204,16 +196,10 @@ class DynamoHistoryStore:
             await self._client.update_item(**anchor_request(self._table, conversation_id, anchor))
 
     async def claim_compaction(
-        self,
-        conversation_id: str,
-        plan: CompactionPlan,
-        *,
-        seen: FoldState,
-        now: datetime,
-        anchor: WindowAnchor | None = None,
+        self, claim: FoldClaim, *, anchor: WindowAnchor | None = None
     ) -> bool:
-        """Write ``plan`` as the request mark on ``state`` if the mark is still the one
-        ``seen`` holds; False if another worker moved it first.
+        """Write ``claim.plan`` as the request mark on ``state`` if the mark is still the one
+        ``claim.seen`` holds; False if another worker moved it first.
 
         When a request is due is decided once, by the pure rule that made ``plan``
         (:mod:`worker.memory.fold`); the condition only makes that decision stick: of two
@@ -221,9 +207,7 @@ class DynamoHistoryStore:
         mark's version, a number bumped by every claim, so no time (nor its spelling) is
         compared here. With ``anchor``, the window's anchor rides the same write.
         """
-        request = fold_claim_request(
-            self._table, conversation_id, plan.through, seen=seen, now=now, anchor=anchor
-        )
+        request = fold_claim_request(self._table, claim, anchor=anchor)
         with aws_call("dynamodb.UpdateItem"):
             try:
                 await self._client.update_item(**request)
@@ -231,13 +215,9 @@ class DynamoHistoryStore:
                 return False
         return True
 
-    async def release_compaction(
-        self, conversation_id: str, plan: CompactionPlan, *, seen: FoldState, claimed_at: datetime
-    ) -> None:
-        """Put back the mark ``seen`` held, if the mark is still this caller's claim."""
-        request = fold_release_request(
-            self._table, conversation_id, plan.through, seen=seen, claimed_at=claimed_at
-        )
+    async def release_compaction(self, claim: FoldClaim) -> None:
+        """Put back the mark ``claim.seen`` held, if the mark is still this caller's claim."""
+        request = fold_release_request(self._table, claim)
         with aws_call("dynamodb.UpdateItem"):
             try:
                 await self._client.update_item(**request)

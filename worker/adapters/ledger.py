@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING
 
 from worker.adapters.client_errors import aws_call
 from worker.adapters.dynamodb import rfc3339
-from worker.delivery.done_marks import MAX_WRITE_BATCH, DoneMark
+from worker.delivery.done_marks import MAX_WRITE_BATCH
 from worker.errors import RetryableError, StoreUnavailable
-from worker.ports import CommandClaim
+from worker.ports import CommandClaim, CommandHold, DoneMark
 
 if TYPE_CHECKING:  # the stubs are a dev dependency: nothing of them runs
     from types_aiobotocore_dynamodb import DynamoDBClient
@@ -51,25 +51,18 @@ def command_key(conversation_id: str, command_id: str) -> dict[str, AttributeVal
 
 
 def claim_request(
-    table: str,
-    conversation_id: str,
-    command_id: str,
-    *,
-    owner: str,
-    lease: timedelta,
-    now: datetime,
-    digest: str,
+    table: str, hold: CommandHold, *, lease: timedelta, now: datetime, digest: str
 ) -> UpdateItemInputTypeDef:
     """The claim: the command new, in progress under a lease that has expired, or in
-    progress under ``owner``'s own lease, becomes ``owner``'s until ``now + lease``, and
-    the record keeps the message's ``digest``; a refusal returns the record as it was. An
-    owner names one delivery in one worker, so its own lease is a turn run again (held
+    progress under the hold's owner's own lease, becomes the owner's until ``now + lease``,
+    and the record keeps the message's ``digest``; a refusal returns the record as it was.
+    An owner names one delivery in one worker, so its own lease is a turn run again (held
     through a brownout) whose abandon failed. A record in progress is taken only when it
     holds the same digest or none (written before records kept one): an expired lease on
     another message is refused, never taken over."""
     return {
         "TableName": table,
-        "Key": command_key(conversation_id, command_id),
+        "Key": command_key(hold.conversation_id, hold.command_id),
         "UpdateExpression": "SET #status = :in_progress, lease_until = :until, "
         "#owner = :owner, expires_at = :ttl, #digest = :digest, "
         "attempts = if_not_exists(attempts, :zero) + :one",
@@ -81,7 +74,7 @@ def claim_request(
             ":in_progress": {"S": IN_PROGRESS},
             ":digest": {"S": digest},
             ":until": {"N": str(_epoch(now + lease))},
-            ":owner": {"S": owner},
+            ":owner": {"S": hold.owner},
             ":ttl": {"N": str(_epoch(now + COMMAND_RECORD_TTL))},
             ":zero": {"N": "0"},
             ":one": {"N": "1"},
@@ -91,20 +84,19 @@ def claim_request(
     }
 
 
-def lease_request(
-    table: str, conversation_id: str, command_id: str, *, owner: str, until: int
-) -> UpdateItemInputTypeDef:
-    """Set ``lease_until`` (epoch seconds) if the command is still in progress under ``owner``."""
+def lease_request(table: str, hold: CommandHold, *, until: int) -> UpdateItemInputTypeDef:
+    """Set ``lease_until`` (epoch seconds) if the command is still in progress under the
+    hold's owner."""
     return {
         "TableName": table,
-        "Key": command_key(conversation_id, command_id),
+        "Key": command_key(hold.conversation_id, hold.command_id),
         "UpdateExpression": "SET lease_until = :until",
         "ConditionExpression": "#status = :in_progress AND #owner = :owner",
         "ExpressionAttributeNames": {"#status": "status", "#owner": "owner"},
         "ExpressionAttributeValues": {
             ":until": {"N": str(until)},
             ":in_progress": {"S": IN_PROGRESS},
-            ":owner": {"S": owner},
+            ":owner": {"S": hold.owner},
         },
     }
 
@@ -155,26 +147,11 @@ class DynamoCommandLedger:
         self._table = table
 
     async def begin(
-        self,
-        conversation_id: str,
-        command_id: str,
-        *,
-        owner: str,
-        lease: timedelta,
-        now: datetime,
-        digest: str,
+        self, hold: CommandHold, *, lease: timedelta, now: datetime, digest: str
     ) -> CommandClaim:
         """Take the command: new, or in progress under a lease that has expired. Refused,
         a record holding another digest than ``digest`` is ``reused``, whatever its state."""
-        request = claim_request(
-            self._table,
-            conversation_id,
-            command_id,
-            owner=owner,
-            lease=lease,
-            now=now,
-            digest=digest,
-        )
+        request = claim_request(self._table, hold, lease=lease, now=now, digest=digest)
         with aws_call("dynamodb.UpdateItem"):
             try:
                 await self._client.update_item(**request)
@@ -186,7 +163,7 @@ class DynamoCommandLedger:
                 item = (
                     old
                     if isinstance(old, Mapping)
-                    else await self._get(conversation_id, command_id)
+                    else await self._get(hold.conversation_id, hold.command_id)
                 )
                 if _string(item, DIGEST) not in (None, digest):
                     return CommandClaim(state="reused")
@@ -196,29 +173,12 @@ class DynamoCommandLedger:
                 return CommandClaim(state="busy", lease_until=datetime.fromtimestamp(until, UTC))
         return CommandClaim(state="started")
 
-    async def renew(
-        self,
-        conversation_id: str,
-        command_id: str,
-        *,
-        owner: str,
-        lease: timedelta,
-        now: datetime,
-    ) -> bool:
+    async def renew(self, hold: CommandHold, *, lease: timedelta, now: datetime) -> bool:
         """Push this owner's lease out; False if the command is no longer this owner's."""
-        return await self._set_lease(conversation_id, command_id, owner, _epoch(now + lease))
+        return await self._set_lease(hold, _epoch(now + lease))
 
-    async def finish(
-        self,
-        conversation_id: str,
-        command_id: str,
-        *,
-        owner: str,
-        now: datetime,
-        digest: str | None = None,
-    ) -> None:
+    async def finish(self, mark: DoneMark) -> None:
         """Mark the command done: a redelivery is then deleted without a second forward."""
-        mark = DoneMark(conversation_id, command_id, owner, now, digest)
         [result] = await self.finish_batch([mark])
         if result is not None:
             raise result
@@ -252,15 +212,13 @@ class DynamoCommandLedger:
             for m in marks
         ]
 
-    async def abandon(self, conversation_id: str, command_id: str, *, owner: str) -> None:
+    async def abandon(self, hold: CommandHold) -> None:
         """Expire this owner's lease now, so a retry need not wait it out."""
-        await self._set_lease(conversation_id, command_id, owner, 0)
+        await self._set_lease(hold, 0)
 
-    async def _set_lease(
-        self, conversation_id: str, command_id: str, owner: str, until: int
-    ) -> bool:
-        """Set ``lease_until`` if the command is still in progress under ``owner``."""
-        request = lease_request(self._table, conversation_id, command_id, owner=owner, until=until)
+    async def _set_lease(self, hold: CommandHold, until: int) -> bool:
+        """Set ``lease_until`` if the command is still in progress under the hold's owner."""
+        request = lease_request(self._table, hold, until=until)
         with aws_call("dynamodb.UpdateItem"):
             try:
                 await self._client.update_item(**request)

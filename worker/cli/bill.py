@@ -5,6 +5,7 @@ when it runs, so building the parser costs ``worker health`` nothing."""
 from __future__ import annotations
 
 import argparse
+from functools import partial
 
 from worker.cli.operator import run_operator
 
@@ -29,11 +30,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     bill.add_argument("--conversation", required=True, help="the conversation (matter) id")
     bill.add_argument("--json", action="store_true", help="print the bill as one JSON object")
-    bill.set_defaults(execute=run_bill_command)
-
-
-def run_bill_command(args: argparse.Namespace) -> int:
-    return run_operator(run_bill, args)
+    bill.set_defaults(execute=partial(run_operator, run_bill))
 
 
 async def run_bill(args: argparse.Namespace) -> int:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from functools import partial
 
 from worker.cli.arguments import MAX_RATE, MIN_RATE, positive_count, redrive_rate
 from worker.cli.operator import converse_queue_url, run_operator
@@ -33,11 +34,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help=f"messages a second, {MIN_RATE} to {MAX_RATE} (default 10)",
     )
     redrive.add_argument("--limit", type=positive_count, help="stop after this many")
-    dlq.set_defaults(execute=run_dlq)
-
-
-def run_dlq(args: argparse.Namespace) -> int:
-    return run_operator(dead_letter_command, args)
+    dlq.set_defaults(execute=partial(run_operator, dead_letter_command))
 
 
 async def dead_letter_command(args: argparse.Namespace) -> int:

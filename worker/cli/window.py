@@ -5,6 +5,7 @@ parser costs ``worker health`` nothing."""
 from __future__ import annotations
 
 import argparse
+from functools import partial
 
 from worker.cli.operator import run_operator
 
@@ -43,11 +44,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=0,
         help="the model stage's own system prompt, placed first (default 0)",
     )
-    window.set_defaults(execute=run_window_command)
-
-
-def run_window_command(args: argparse.Namespace) -> int:
-    return run_operator(run_window, args)
+    window.set_defaults(execute=partial(run_operator, run_window))
 
 
 async def run_window(args: argparse.Namespace) -> int:

@@ -29,7 +29,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Unpack
 
 from worker.consumer.loop import Stage
@@ -37,6 +36,7 @@ from worker.delivery.outcomes import Outcome
 from worker.ports import (
     CommandLedger,
     DeleteFailure,
+    DoneMark,
     ForwardingLedger,
     MessageSender,
     MessageSource,
@@ -201,14 +201,6 @@ class _CountedLedger(ForwardingLedger):
         super().__init__(ledger)
         self._cohorts = cohorts
 
-    async def finish(
-        self,
-        conversation_id: str,
-        command_id: str,
-        *,
-        owner: str,
-        now: datetime,
-        digest: str | None = None,
-    ) -> None:
+    async def finish(self, mark: DoneMark) -> None:
         self._cohorts.marked()
-        await super().finish(conversation_id, command_id, owner=owner, now=now, digest=digest)
+        await super().finish(mark)

@@ -12,13 +12,11 @@ command as with one write per command; what a batch changes is only how long the
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Protocol
 
 from worker.delivery.batching import Batcher
 from worker.errors import RetryableError
-from worker.ports import CommandLedger, ForwardingLedger
+from worker.ports import CommandLedger, DoneMark, ForwardingLedger
 from worker.timing import Clock
 
 #: BatchWriteItem takes at most 25 requests.
@@ -27,18 +25,6 @@ MAX_WRITE_BATCH = 25
 #: prompt's path (the prompt is out), but it holds the turn's slot and delays its delete.
 DONE_MARK_LINGER_SECONDS = 0.005
 DONE_MARK_MAX_LINGER_SECONDS = 0.1
-
-
-@dataclass(frozen=True, slots=True)
-class DoneMark:
-    """A forwarded command, to be recorded ``done``, with its message's digest (the
-    ``done`` record replaces the claim's, so it carries the digest on)."""
-
-    conversation_id: str
-    command_id: str
-    owner: str
-    now: datetime
-    digest: str | None = None
 
 
 class BatchLedger(CommandLedger, Protocol):
@@ -78,17 +64,9 @@ class BatchingLedger(ForwardingLedger):
             coming=coming,
         )
 
-    async def finish(
-        self,
-        conversation_id: str,
-        command_id: str,
-        *,
-        owner: str,
-        now: datetime,
-        digest: str | None = None,
-    ) -> None:
+    async def finish(self, mark: DoneMark) -> None:
         """Queue the done mark and wait until it is written; raises if it was not."""
-        await self._marks.submit(DoneMark(conversation_id, command_id, owner, now, digest))
+        await self._marks.submit(mark)
 
     def nudge(self) -> None:
         """A turn the batch may be waiting for ended without marking."""

@@ -32,6 +32,7 @@ from worker.errors import RejectedCommand, RetryableError
 from worker.logs import get_logger
 from worker.planning import plan_turn
 from worker.ports import (
+    CommandHold,
     CommandLedger,
     FoldClaims,
     HistoryPage,
@@ -77,12 +78,6 @@ class Forwarded:
     anchor_to_write: WindowAnchor | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class _Active:
-    command: ConverseCommand
-    owner: str
-
-
 class ConverseStage:
     def __init__(
         self,
@@ -108,7 +103,8 @@ class ConverseStage:
         self._clock = clock
         self._sleep = sleep
         self._worker_id = uuid.uuid4().hex[:12]
-        self._active: dict[str, _Active] = {}
+        #: The command each in-flight message holds, by message id: the leases to renew.
+        self._active: dict[str, CommandHold] = {}
 
     async def handle(self, message: ReceivedMessage) -> Outcome:
         try:
@@ -136,11 +132,9 @@ class ConverseStage:
         self, message: ReceivedMessage, command: ConverseCommand, owner: str
     ) -> Outcome:
         ledger = self._ledger
-        ids = (command.conversation_id, command.command_id)
+        hold = CommandHold(command.conversation_id, command.command_id, owner)
         digest = message_digest(command.message)
-        claim = await ledger.begin(
-            *ids, owner=owner, lease=self._lease, now=self._clock(), digest=digest
-        )
+        claim = await ledger.begin(hold, lease=self._lease, now=self._clock(), digest=digest)
         if claim.state == "reused":  # a new question under an old id: never a redelivery
             return Rejected(REUSED_ID)
         if claim.state == "done":
@@ -156,33 +150,29 @@ class ConverseStage:
                 failure=False,
             )
 
-        self._active[message.message_id] = _Active(command, owner)
+        self._active[message.message_id] = hold
         try:
             forwarded = await self.forward(command)
         except BaseException:
             self._active.pop(message.message_id, None)
             with contextlib.suppress(RetryableError):  # else the lease runs out by itself
-                await ledger.abandon(*ids, owner=owner)
+                await ledger.abandon(hold)
             raise
         try:
-            await self._finish(*ids, owner=owner, digest=digest)
+            await self._finish(hold, digest)
         finally:
             self._active.pop(message.message_id, None)
         await self.request_fold(command, forwarded.page, anchor=forwarded.anchor_to_write)
         return Done()
 
-    async def _finish(
-        self, conversation_id: str, command_id: str, *, owner: str, digest: str
-    ) -> None:
+    async def _finish(self, hold: CommandHold, digest: str) -> None:
         """Mark the command done, trying through a short outage (the message's lease is
         kept alive meanwhile). The prompt is out, so a failure never means a retry: that
         would forward it twice. If every try fails, the message is still deleted, and only
         a duplicate delivery after the lease could be forwarded again (RELIABILITY.md)."""
         for delay in (*FINISH_RETRY_DELAYS, None):
             try:
-                await self._ledger.finish(
-                    conversation_id, command_id, owner=owner, now=self._clock(), digest=digest
-                )
+                await self._ledger.finish(hold.done(self._clock(), digest))
             except RetryableError as exc:
                 if delay is None:
                     log.warning("clerk.converse_command_finish_failed", error=str(exc))
@@ -195,18 +185,11 @@ class ConverseStage:
         """Renew the command leases of these in-flight messages; returns the ids that lost it."""
         lost = []
         for message_id in message_ids:
-            active = self._active.get(message_id)
-            if active is None:
+            hold = self._active.get(message_id)
+            if hold is None:
                 continue
-            command = active.command
             try:
-                held = await self._ledger.renew(
-                    command.conversation_id,
-                    command.command_id,
-                    owner=active.owner,
-                    lease=self._lease,
-                    now=self._clock(),
-                )
+                held = await self._ledger.renew(hold, lease=self._lease, now=self._clock())
             except RetryableError as exc:
                 log.warning("clerk.converse_lease_renew_failed", error=str(exc))
                 continue

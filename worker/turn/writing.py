@@ -27,7 +27,7 @@ from worker.caching.anchor import WindowAnchor
 from worker.logs import get_logger, log_failure
 from worker.memory.fold import CompactionPlan, FoldLimits, FoldState, plan_compaction
 from worker.memory.history_window import HistoryMessage
-from worker.ports import FoldClaims, MessageSender, WindowAnchors
+from worker.ports import FoldClaim, FoldClaims, MessageSender, WindowAnchors
 from worker.turn.commands import ConverseCommand, compaction_request, encode_body
 
 log = get_logger()
@@ -52,12 +52,13 @@ async def maybe_enqueue_compaction(
     plan = plan_compaction(newest_first, state, limits, older_unread=older_unread, now=now)
     if plan is None:
         return None
-    if not await claims.claim_compaction(conversation_id, plan, seen=state, now=now):
+    claim = FoldClaim(conversation_id, plan, seen=state, claimed_at=now)
+    if not await claims.claim_compaction(claim):
         return None
     try:
         await send(plan)
     except BaseException:
-        await claims.release_compaction(conversation_id, plan, seen=state, claimed_at=now)
+        await claims.release_compaction(claim)
         raise
     return plan
 
@@ -94,27 +95,15 @@ class AnchorRidingClaims:
         self.carried = False
 
     async def claim_compaction(
-        self,
-        conversation_id: str,
-        plan: CompactionPlan,
-        *,
-        seen: FoldState,
-        now: datetime,
-        anchor: WindowAnchor | None = None,
+        self, claim: FoldClaim, *, anchor: WindowAnchor | None = None
     ) -> bool:
-        won = await self._claims.claim_compaction(
-            conversation_id, plan, seen=seen, now=now, anchor=anchor or self.anchor
-        )
+        won = await self._claims.claim_compaction(claim, anchor=anchor or self.anchor)
         self.carried = self.carried or won
         return won
 
-    async def release_compaction(
-        self, conversation_id: str, plan: CompactionPlan, *, seen: FoldState, claimed_at: datetime
-    ) -> None:
+    async def release_compaction(self, claim: FoldClaim) -> None:
         """Puts back the request mark only: the anchor stays (it describes the prompt sent)."""
-        await self._claims.release_compaction(
-            conversation_id, plan, seen=seen, claimed_at=claimed_at
-        )
+        await self._claims.release_compaction(claim)
 
 
 async def store_anchor(anchors: WindowAnchors, conversation_id: str, anchor: WindowAnchor) -> bool:

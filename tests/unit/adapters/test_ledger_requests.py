@@ -12,10 +12,10 @@ import pytest
 from botocore.exceptions import ClientError
 
 from worker.adapters.ledger import DynamoCommandLedger, claim_request, done_record
-from worker.delivery.done_marks import DoneMark
-from worker.ports import message_digest
+from worker.ports import CommandHold, DoneMark, message_digest
 
 TABLE = "history"
+HOLD = CommandHold("m", "c-1", "w/m/1")
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 LEASE = timedelta(seconds=60)
 ASKED = message_digest("What does clause 14.2 say about termination?")
@@ -32,7 +32,7 @@ def test_the_digest_is_the_sha256_of_the_messages_utf8_text_never_the_text() -> 
 def test_the_claim_writes_the_digest_and_takes_a_record_only_for_the_same_message() -> None:
     """An expired lease (or the owner's own) is taken over only when the record holds the
     same digest, or none (a record written before records kept one)."""
-    request = claim_request(TABLE, "m", "c-1", owner="w/m/1", lease=LEASE, now=NOW, digest=ASKED)
+    request = claim_request(TABLE, HOLD, lease=LEASE, now=NOW, digest=ASKED)
     assert request["UpdateExpression"] == (
         "SET #status = :in_progress, lease_until = :until, #owner = :owner, "
         "expires_at = :ttl, #digest = :digest, attempts = if_not_exists(attempts, :zero) + :one"
@@ -126,7 +126,7 @@ async def test_a_refused_claim_is_reused_when_its_record_holds_another_messages_
     """Done or in progress, live or expired: another digest is an id reused for a new
     message. The same digest, or none, is a redelivery (done) or another owner's turn (busy)."""
     ledger = DynamoCommandLedger(RefusingDynamo(old), TABLE)  # type: ignore[arg-type]
-    claim = await ledger.begin("m", "c-1", owner="w/m/1", lease=LEASE, now=NOW, digest=ASKED)
+    claim = await ledger.begin(HOLD, lease=LEASE, now=NOW, digest=ASKED)
     assert claim.state == state
     if state == "busy":
         assert claim.lease_until == LIVE

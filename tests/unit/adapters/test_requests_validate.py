@@ -37,9 +37,8 @@ from worker.adapters.sqs import (
     visibility_entries,
 )
 from worker.caching.anchor import WindowAnchor
-from worker.delivery.done_marks import DoneMark
-from worker.memory import FoldState
-from worker.ports import message_digest
+from worker.memory import CompactionPlan, FoldState
+from worker.ports import CommandHold, DoneMark, FoldClaim, message_digest
 
 TABLE = "mira-history"
 QUEUE = "https://sqs.eu-west-1.amazonaws.com/123456789012/mira-model"
@@ -47,6 +46,9 @@ FIFO = QUEUE + ".fifo"
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 ANCHOR = WindowAnchor(seq=30, folded_through=24)
 MARKED = FoldState(folded_through=24, requested_through=40, requested_at=NOW, request_version=3)
+PLAN = CompactionPlan(folded_through=24, through=57, unfolded_tokens=0)
+FIRST_CLAIM = FoldClaim("matter-1", PLAN, seen=FoldState(), claimed_at=NOW)
+CLAIM_OVER_MARK = FoldClaim("matter-1", PLAN, seen=MARKED, claimed_at=NOW)
 TRACE = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
 MESSAGE = OutboundMessage(
     '{"type": "prompt"}', "matter 1", "c-1", {"RejectionReason": "x", "Size": 18}, TRACE
@@ -67,25 +69,25 @@ REQUESTS: list[tuple[str, str, str, Mapping[str, Any]]] = [
         "fold-claim-first",
         "dynamodb",
         "UpdateItem",
-        fold_claim_request(TABLE, "matter-1", 57, seen=FoldState(), now=NOW),
+        fold_claim_request(TABLE, FIRST_CLAIM),
     ),
     (
         "fold-claim-anchored",
         "dynamodb",
         "UpdateItem",
-        fold_claim_request(TABLE, "matter-1", 57, seen=MARKED, now=NOW, anchor=ANCHOR),
+        fold_claim_request(TABLE, CLAIM_OVER_MARK, anchor=ANCHOR),
     ),
     (
         "fold-release-to-nothing",
         "dynamodb",
         "UpdateItem",
-        fold_release_request(TABLE, "matter-1", 57, seen=FoldState(), claimed_at=NOW),
+        fold_release_request(TABLE, FIRST_CLAIM),
     ),
     (
         "fold-release-to-mark",
         "dynamodb",
         "UpdateItem",
-        fold_release_request(TABLE, "matter-1", 57, seen=MARKED, claimed_at=NOW),
+        fold_release_request(TABLE, CLAIM_OVER_MARK),
     ),
     (
         "claim",
@@ -93,15 +95,13 @@ REQUESTS: list[tuple[str, str, str, Mapping[str, Any]]] = [
         "UpdateItem",
         claim_request(
             TABLE,
-            "matter-1",
-            "c-1",
-            owner="w-1",
+            CommandHold("matter-1", "c-1", "w-1"),
             lease=timedelta(seconds=60),
             now=NOW,
             digest=message_digest("q"),
         ),
     ),
-    ("lease", "dynamodb", "UpdateItem", lease_request(TABLE, "m", "c", owner="w", until=0)),
+    ("lease", "dynamodb", "UpdateItem", lease_request(TABLE, CommandHold("m", "c", "w"), until=0)),
     ("get", "dynamodb", "GetItem", command_get_request(TABLE, "matter-1", "c-1")),
     (
         "done-marks",

@@ -3,36 +3,21 @@ the policy's choice as table cases, and the order of TTLs along the view as a pr
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 from hypothesis import given
-from hypothesis import strategies as st
 
+from tests.unit.caching.paces import BRISK, COLD, DELIBERATE, START, pace
+from tests.unit.strategies import gap_lists, minimums, ttl_settings, turn_shapes
 from worker.caching.lifetimes import (
     PACE_GAPS,
-    Pace,
     PointShape,
     TurnShape,
     choose_ttls,
     read_pace,
     ttl_order_is_legal,
 )
-
-START = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
-
-
-def pace(*gaps: float) -> Pace:
-    """The pace of questions asked ``gaps`` seconds apart, the last gap up to ``sent_at``."""
-    times = [START]
-    for gap in gaps:
-        times.append(times[-1] + timedelta(seconds=gap))
-    return read_pace(times[:-1], times[-1])
-
-
-BRISK = (60, 90, 45, 120, 75, 150, 60, 90, 100, 80, 70, 65)
-DELIBERATE = (240, 420, 180, 600, 900, 310, 260, 720, 200, 480, 350, 250)
-COLD = (4000, 5000, 7200, 3900, 4400, 6000, 8000, 4100)
 
 #: A summary point (1,200 tokens before it) and the history's (4,000), both likely reused.
 STEADY = (PointShape(1200, 1.0), PointShape(4000, 1.0))
@@ -123,30 +108,12 @@ def test_a_point_that_finds_this_turns_read_is_never_dropped() -> None:
     assert None not in choice.ttls
 
 
-@given(
-    prefixes=st.lists(st.integers(0, 20_000), min_size=0, max_size=3).map(sorted),
-    reused=st.lists(st.floats(0, 1), min_size=3, max_size=3),
-    shared=st.integers(0, 20_000),
-    gaps=st.lists(st.floats(0, 200_000), max_size=20),
-    minimum=st.sampled_from([1, 1024, 2048, 4096]),
-    setting=st.sampled_from(["adaptive", "5m", "1h"]),
-)
+@given(shape=turn_shapes(), gaps=gap_lists, minimum=minimums, setting=ttl_settings)
 def test_the_ttls_never_increase_along_the_view_and_one_is_given_per_point(
-    prefixes: list[int],
-    reused: list[float],
-    shared: int,
-    gaps: list[float],
-    minimum: int,
-    setting: str,
+    shape: TurnShape, gaps: list[float], minimum: int, setting: str
 ) -> None:
-    points = tuple(PointShape(p, r) for p, r in zip(prefixes, reused, strict=False))
-    choice = choose_ttls(
-        TurnShape(points, min(shared, prefixes[-1] if prefixes else 0)),
-        pace(*gaps),
-        setting=setting,  # type: ignore[arg-type]
-        min_tokens=minimum,
-    )
-    assert len(choice.ttls) == len(points) <= 3
+    choice = choose_ttls(shape, pace(*gaps), setting=setting, min_tokens=minimum)  # type: ignore[arg-type]
+    assert len(choice.ttls) == len(shape.points) <= 3
     assert ttl_order_is_legal(choice.ttls)
     ranks = [("1h", "5m", None).index(ttl) for ttl in choice.ttls]
     assert ranks == sorted(ranks)  # dropped points come last, after every kept one

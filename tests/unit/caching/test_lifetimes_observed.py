@@ -5,41 +5,29 @@ every choice is the one the pace alone gives."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.unit.caching.paces import BRISK, COLD, DELIBERATE, START, pace
+from tests.unit.strategies import gap_lists, minimums, ttl_settings, turn_shapes
 from worker.caching.calibration import Calibration
 from worker.caching.history import Entry
 from worker.caching.lifetimes import (
-    Pace,
     PointShape,
     TurnShape,
     choose_ttls,
     expected_read,
-    read_pace,
 )
 from worker.caching.observed import Observation, observe
 from worker.memory import HistoryMessage
 
-START = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 MIN = 1_024
-BRISK = (60, 90, 45, 120, 75, 150, 60, 90, 100, 80, 70, 65)
-DELIBERATE = (240, 420, 180, 600, 900, 310, 260, 720, 200, 480, 350, 250)
-COLD = (4000, 5000, 7200, 3900, 4400, 6000, 8000, 4100)
 #: A summary point (1,200 tokens before it) and the history's (4,000), both likely reused;
 #: the turn shares 3,700 tokens of prefix with the previous one.
 STEADY = TurnShape((PointShape(1200, 1.0), PointShape(4000, 1.0)), 3700)
-
-
-def pace(*gaps: float) -> Pace:
-    """The pace of questions asked ``gaps`` seconds apart, the last gap up to ``sent_at``."""
-    times = [START]
-    for gap in gaps:
-        times.append(times[-1] + timedelta(seconds=gap))
-    return read_pace(times[:-1], times[-1])
 
 
 def entries(*prefixes: int) -> tuple[Entry, ...]:
@@ -143,21 +131,13 @@ def test_a_conversation_whose_1h_writes_come_back_5m_is_not_offered_1h() -> None
 
 
 @given(
-    prefixes=st.lists(st.integers(0, 20_000), min_size=1, max_size=3).map(sorted),
-    reused=st.lists(st.floats(0, 1), min_size=3, max_size=3),
-    shared=st.integers(0, 20_000),
-    gaps=st.lists(st.floats(0, 200_000), max_size=20),
+    shape=turn_shapes(min_points=1),
+    gaps=gap_lists,
     alive=st.lists(st.integers(0, 20_000), max_size=3).map(lambda ps: tuple(sorted(set(ps)))),
 )
 def test_no_1h_is_never_offered_whatever_the_shape_pace_and_entries(
-    prefixes: list[int],
-    reused: list[float],
-    shared: int,
-    gaps: list[float],
-    alive: tuple[int, ...],
+    shape: TurnShape, gaps: list[float], alive: tuple[int, ...]
 ) -> None:
-    points = tuple(PointShape(p, r) for p, r in zip(prefixes, reused, strict=False))
-    shape = TurnShape(points, min(shared, prefixes[-1]))
     observed = Observation(alive=entries(*alive), no_1h=True)
     choice = choose_ttls(shape, pace(*gaps), setting="adaptive", min_tokens=MIN,
                          observed=observed)  # fmt: skip
@@ -196,26 +176,12 @@ def test_without_bills_the_policy_chooses_as_the_pace_alone_says(
     assert choice == choose_ttls(shape, pace(*gaps), setting=setting, min_tokens=MIN)  # type: ignore[arg-type]
 
 
-@given(
-    prefixes=st.lists(st.integers(0, 20_000), min_size=0, max_size=3).map(sorted),
-    reused=st.lists(st.floats(0, 1), min_size=3, max_size=3),
-    shared=st.integers(0, 20_000),
-    gaps=st.lists(st.floats(0, 200_000), max_size=20),
-    minimum=st.sampled_from([1, 1024, 2048, 4096]),
-    setting=st.sampled_from(["adaptive", "5m", "1h"]),
-)
+@given(shape=turn_shapes(), gaps=gap_lists, minimum=minimums, setting=ttl_settings)
 def test_without_bills_every_choice_and_expected_read_is_the_one_without_the_argument(
-    prefixes: list[int],
-    reused: list[float],
-    shared: int,
-    gaps: list[float],
-    minimum: int,
-    setting: str,
+    shape: TurnShape, gaps: list[float], minimum: int, setting: str
 ) -> None:
     """A page without ``model_usage`` (an older writer) observes nothing that changes a
     choice, even when the gap makes it cold (that re-anchors the window, no more)."""
-    points = tuple(PointShape(p, r) for p, r in zip(prefixes, reused, strict=False))
-    shape = TurnShape(points, min(shared, prefixes[-1] if prefixes else 0))
     observed = unbilled(tuple(gaps), minimum)
     p = pace(*gaps)
     args = {"setting": setting, "min_tokens": minimum}

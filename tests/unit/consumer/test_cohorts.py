@@ -19,7 +19,14 @@ from worker.delivery.batching import Batcher
 from worker.delivery.done_marks import BatchingLedger
 from worker.delivery.outcomes import Done, Outcome
 from worker.memory import FoldState
-from worker.ports import DeleteFailure, HistoryPage, MessageSender, ReceivedMessage, SendOptions
+from worker.ports import (
+    DeleteFailure,
+    DoneMark,
+    HistoryPage,
+    MessageSender,
+    ReceivedMessage,
+    SendOptions,
+)
 
 
 def message(i: int) -> ReceivedMessage:
@@ -219,7 +226,7 @@ class _MarkingStage:
             await self._wait.wait()
         if self._marks:
             await self._ledger.finish(  # type: ignore[attr-defined]
-                "matter-1", received.message_id, owner="w", now=NOW
+                DoneMark("matter-1", received.message_id, "w", NOW)
             )
         return Done()
 

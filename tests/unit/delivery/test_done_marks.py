@@ -20,10 +20,10 @@ from tests.unit.clock import FakeClock
 from tests.unit.fakes import NOW, MemoryQueue, memory_stage
 from tests.unit.turn.test_stage import MemoryHistory
 from worker.adapters.ledger import DynamoCommandLedger
-from worker.delivery.done_marks import MAX_WRITE_BATCH, BatchingLedger, DoneMark
+from worker.delivery.done_marks import MAX_WRITE_BATCH, BatchingLedger
 from worker.delivery.outcomes import Done
 from worker.errors import StoreUnavailable
-from worker.ports import ReceivedMessage
+from worker.ports import DoneMark, ReceivedMessage
 
 TABLE = "history"
 
@@ -115,8 +115,8 @@ async def test_a_single_done_mark_raises_when_left_unprocessed() -> None:
     client = FakeDynamo(unprocessed={"c-1"})
     ledger = DynamoCommandLedger(client, TABLE)
     with pytest.raises(StoreUnavailable, match="unprocessed"):
-        await ledger.finish("matter-1", "c-1", owner="w", now=NOW)
-    await ledger.finish("matter-1", "c-1", owner="w", now=NOW)
+        await ledger.finish(mark("c-1", "w"))
+    await ledger.finish(mark("c-1", "w"))
     assert client.written["c-1"]["status"] == {"S": "done"}
 
 
@@ -127,9 +127,7 @@ async def test_more_marks_than_one_batch_write_takes_are_refused() -> None:
 
 
 async def finish_all(ledger: BatchingLedger, count: int) -> None:
-    await asyncio.gather(
-        *(ledger.finish("matter-1", f"c-{i}", owner="w", now=NOW) for i in range(count))
-    )
+    await asyncio.gather(*(ledger.finish(mark(f"c-{i}", "w")) for i in range(count)))
 
 
 async def test_concurrent_done_marks_leave_together_up_to_25_a_call() -> None:
@@ -140,7 +138,7 @@ async def test_concurrent_done_marks_leave_together_up_to_25_a_call() -> None:
     await clock.run_until_done(done)
     assert [len(items) for items in client.writes] == [25, 5]
     assert clock.now == 0.005  # the full batch at once, the rest after one linger
-    lone = asyncio.ensure_future(ledger.finish("matter-1", "c-lone", owner="w", now=NOW))
+    lone = asyncio.ensure_future(ledger.finish(mark("c-lone", "w")))
     await clock.run_until_done(lone)
     assert [len(items) for items in client.writes] == [25, 5, 1]
     assert clock.now == 0.010
@@ -151,7 +149,7 @@ async def test_a_mark_queued_at_close_is_written_before_the_ledger_stops() -> No
     clock = FakeClock()
     client = FakeDynamo()
     ledger = BatchingLedger(DynamoCommandLedger(client, TABLE), clock=clock)
-    queued = asyncio.ensure_future(ledger.finish("matter-1", "c-1", owner="w", now=NOW))
+    queued = asyncio.ensure_future(ledger.finish(mark("c-1", "w")))
     await clock.advance(0)
     closing = asyncio.ensure_future(ledger.close())
     await clock.run_until_done(closing)
@@ -201,20 +199,16 @@ async def test_marks_wait_for_those_of_prompts_still_out_and_leave_as_one_write(
     client = FakeDynamo()
     out = [3]
     ledger = BatchingLedger(DynamoCommandLedger(client, TABLE), clock=clock, coming=lambda: out[0])
-    first = asyncio.gather(
-        *(ledger.finish("matter-1", f"c-{i}", owner="w", now=NOW) for i in range(7))
-    )
+    first = asyncio.gather(*(ledger.finish(mark(f"c-{i}", "w")) for i in range(7)))
     await clock.advance(0.02)
     assert client.writes == []
     out[0] = 0
-    rest = asyncio.gather(
-        *(ledger.finish("matter-1", f"c-{i}", owner="w", now=NOW) for i in range(7, 10))
-    )
+    rest = asyncio.gather(*(ledger.finish(mark(f"c-{i}", "w")) for i in range(7, 10)))
     await clock.advance(0)
     assert [len(items) for items in client.writes] == [10]
     await first
     await rest
-    lone = asyncio.ensure_future(ledger.finish("matter-1", "c-lone", owner="w", now=NOW))
+    lone = asyncio.ensure_future(ledger.finish(mark("c-lone", "w")))
     await clock.advance(0)
     assert [len(items) for items in client.writes] == [10, 1]
     await lone

@@ -14,7 +14,6 @@ from __future__ import annotations
 import ast
 import json
 import re
-import shutil
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import get_args
 
 import pytest
 
+from tests.unit.conftest import append_function
 from worker.caching.anchor import ReanchorReason
 from worker.caching.diagnosis import CAUSES
 from worker.memory.converse import CacheTtl
@@ -43,20 +43,6 @@ NOW = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 
 def test_every_metric_the_worker_records_is_declared_and_every_declared_one_is_named() -> None:
     assert metric_problems(WORKER, METRICS) == []
-
-
-@pytest.fixture
-def worker_copy(tmp_path: Path) -> Path:
-    copy = tmp_path / "worker"
-    shutil.copytree(WORKER, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    return copy
-
-
-def append_function(module: Path, body: str) -> int:
-    """Append a function whose one line is ``body``; returns that line's number."""
-    source = module.read_text()
-    module.write_text(f"{source}\n\ndef _appended(metrics) -> None:\n    {body}\n")
-    return source.count("\n") + 4
 
 
 @pytest.mark.parametrize(

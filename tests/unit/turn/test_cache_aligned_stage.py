@@ -62,6 +62,22 @@ def exchanges(table: HistoryTable, count: int, *, chars: int = 40) -> None:
         table.append(("user", question), ("assistant", answer))
 
 
+def folded(summary: str = SUMMARY) -> HistoryTable:
+    """Thirty exchanges (60 messages), folded through 56 under ``summary``."""
+    table = HistoryTable()
+    exchanges(table, 30)
+    table.fold(56, summary)
+    return table
+
+
+async def anchored(summary: str = SUMMARY) -> tuple[HistoryTable, MemoryQueue, ConverseStage]:
+    """A :func:`folded` conversation whose first turn (``c-1``) is served: it anchored."""
+    table, model = folded(summary), MemoryQueue()
+    stage = stage_over(table, model)
+    await stage.handle(delivery("c-1"))
+    return table, model, stage
+
+
 def cache_points(payload: dict[str, Any]) -> list[tuple[int, int]]:
     return [
         (i, j)
@@ -75,10 +91,7 @@ async def test_a_first_turn_anchors_stores_the_anchor_once_and_sets_the_history_
     """GIVEN a folded conversation with no stored anchor, WHEN a turn is served, THEN it
     costs one Query, its view ends the history with a cache point before the current
     message, and the anchor it chose is stored in one write."""
-    table = HistoryTable()
-    exchanges(table, 30)
-    table.fold(56, SUMMARY)
-    model = MemoryQueue()
+    table, model = folded(), MemoryQueue()
     assert await stage_over(table, model).handle(delivery("c-1")) == Done()
     [payload] = model.sent
     assert table.queries == [None]
@@ -108,12 +121,7 @@ async def test_a_history_that_ends_on_a_question_takes_its_point_inside_that_mes
 
 
 async def test_a_kept_anchor_writes_nothing_and_the_window_keeps_its_start() -> None:
-    table = HistoryTable()
-    exchanges(table, 30)
-    table.fold(56, SUMMARY)
-    model = MemoryQueue()
-    stage = stage_over(table, model)
-    await stage.handle(delivery("c-1"))
+    table, model, stage = await anchored()
     table.append(("user", "And clause 9?"), ("assistant", "Clause 9 is about notice."))
     await stage.handle(delivery("c-2", "And clause 10?"))
     first, second = model.sent
@@ -126,12 +134,7 @@ async def test_a_fold_landing_keeps_a_fitting_anchor_and_its_summary_in_the_payl
     """GIVEN an anchor stored with its summary (mark 56), WHEN the fold lands at 60 and the
     window still fits, THEN the turn keeps the anchor, writes nothing, and the payload's
     ``memory`` and ``converse.system`` carry the snapshot's summary and mark, not the newest."""
-    table = HistoryTable()
-    exchanges(table, 30)
-    table.fold(56, SUMMARY)
-    model = MemoryQueue()
-    stage = stage_over(table, model)
-    await stage.handle(delivery("c-1"))
+    table, model, stage = await anchored()
     assert table.anchor is not None and table.anchor.snapshot is not None
     assert table.anchor.snapshot.summary == SUMMARY
     table.append(("user", "q"), ("assistant", "a"))
@@ -148,12 +151,7 @@ async def test_a_fold_landing_keeps_a_fitting_anchor_and_its_summary_in_the_payl
 async def test_an_overflow_after_a_fold_landing_takes_the_newest_summary() -> None:
     """GIVEN a kept anchor whose snapshot lags the fold, WHEN the window outgrows the
     budget, THEN the turn re-anchors with the newest summary and its mark, and stores them."""
-    table = HistoryTable()
-    exchanges(table, 30)
-    table.fold(56, SUMMARY)
-    model = MemoryQueue()
-    stage = stage_over(table, model)
-    await stage.handle(delivery("c-1"))
+    table, model, stage = await anchored()
     table.fold(60, SUMMARY + " And more.")
     table.append(*[("user", "q"), ("assistant", "a")] * 8)  # past the 25-message cap
     await stage.handle(delivery("c-2"))
@@ -167,12 +165,7 @@ async def test_a_summary_too_large_to_snapshot_re_anchors_when_the_fold_moves() 
     """The contract's fallback: a summary over the snapshot bound is not stored with the
     anchor, and that conversation re-anchors at the next fold landing, as before."""
     huge = "x" * (SNAPSHOT_MAX_BYTES + 1)
-    table = HistoryTable()
-    exchanges(table, 30)
-    table.fold(56, huge)
-    model = MemoryQueue()
-    stage = stage_over(table, model)
-    await stage.handle(delivery("c-1"))
+    table, model, stage = await anchored(huge)
     assert table.anchor is not None and table.anchor.snapshot is None
     table.append(("user", "q"), ("assistant", "a"))
     table.fold(60, huge + "y")
@@ -330,9 +323,7 @@ async def test_a_fallback_is_logged_with_its_fold_gap_and_stores_nothing() -> No
 
 
 async def test_the_sliding_mode_logs_no_anchor_and_its_window_line_as_before() -> None:
-    table = HistoryTable()
-    exchanges(table, 30)
-    table.fold(56, SUMMARY)
+    table = folded()
     with captured_logs() as logs:
         await stage_over(table, MemoryQueue(), settings=make_settings()).forward(COMMAND)
     assert anchor_events(logs) == []

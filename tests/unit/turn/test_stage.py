@@ -16,7 +16,7 @@ from tests.unit.fakes import NOW, MemoryQueue, memory_stage
 from worker.delivery.outcomes import Done, Rejected, Retry
 from worker.errors import StoreUnavailable
 from worker.memory import FoldState, HistoryMessage
-from worker.ports import CommandClaim, HistoryPage, ReceivedMessage
+from worker.ports import CommandClaim, CommandHold, DoneMark, HistoryPage, ReceivedMessage
 from worker.turn.stage import FINISH_RETRY_DELAYS
 
 LEASE = timedelta(seconds=60)
@@ -39,60 +39,45 @@ class MemoryLedger:
     finish_failures: int = 0
 
     async def begin(
-        self,
-        conversation_id: str,
-        command_id: str,
-        *,
-        owner: str,
-        lease: timedelta,
-        now: datetime,
-        digest: str,
+        self, hold: CommandHold, *, lease: timedelta, now: datetime, digest: str
     ) -> CommandClaim:
-        record = self.records.get((conversation_id, command_id))
+        record = self.records.get(key(hold))
         if record is not None and record.digest not in (None, digest):
             return CommandClaim(state="reused")
         if record is not None and record.status == "done":
             return CommandClaim(state="done")
         if record is not None and record.lease_until >= now:
             return CommandClaim(state="busy", lease_until=record.lease_until)
-        self.records[conversation_id, command_id] = Record(
-            "in_progress", owner, now + lease, digest
-        )
+        self.records[key(hold)] = Record("in_progress", hold.owner, now + lease, digest)
         return CommandClaim(state="started")
 
-    async def renew(
-        self, conversation_id: str, command_id: str, *, owner: str, lease: timedelta, now: datetime
-    ) -> bool:
-        record = self._held(conversation_id, command_id, owner)
+    async def renew(self, hold: CommandHold, *, lease: timedelta, now: datetime) -> bool:
+        record = self._held(hold)
         if record is None:
             return False
         record.lease_until = now + lease
         return True
 
-    async def finish(
-        self,
-        conversation_id: str,
-        command_id: str,
-        *,
-        owner: str,
-        now: datetime,
-        digest: str | None = None,
-    ) -> None:
+    async def finish(self, mark: DoneMark) -> None:
         if self.finish_failures:
             self.finish_failures -= 1
             raise StoreUnavailable("dynamodb.UpdateItem failed: ThrottlingException (HTTP 400)")
-        self.records[conversation_id, command_id] = Record("done", owner, now, digest)
+        self.records[key(mark)] = Record("done", mark.owner, mark.now, mark.digest)
 
-    async def abandon(self, conversation_id: str, command_id: str, *, owner: str) -> None:
-        record = self._held(conversation_id, command_id, owner)
+    async def abandon(self, hold: CommandHold) -> None:
+        record = self._held(hold)
         if record is not None:
             record.lease_until = datetime.fromtimestamp(0, UTC)
 
-    def _held(self, conversation_id: str, command_id: str, owner: str) -> Record | None:
-        record = self.records.get((conversation_id, command_id))
-        if record is None or record.status != "in_progress" or record.owner != owner:
+    def _held(self, hold: CommandHold) -> Record | None:
+        record = self.records.get(key(hold))
+        if record is None or record.status != "in_progress" or record.owner != hold.owner:
             return None
         return record
+
+
+def key(command: CommandHold | DoneMark) -> tuple[str, str]:
+    return command.conversation_id, command.command_id
 
 
 @dataclass
@@ -187,7 +172,9 @@ async def test_a_command_whose_owner_let_its_lease_expire_is_taken_over(turn: Tu
     assert len(turn.model_queue.sent) == 1
     assert turn.record().status == "done"
     assert turn.record().owner.endswith("/m-1/2")
-    renewed = await turn.ledger.renew("matter-1", "c-1", owner="dead/m-0/1", lease=LEASE, now=NOW)
+    renewed = await turn.ledger.renew(
+        CommandHold("matter-1", "c-1", "dead/m-0/1"), lease=LEASE, now=NOW
+    )
     assert renewed is False  # the old owner has lost it
 
 
