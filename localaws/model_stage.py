@@ -204,13 +204,17 @@ class BillWriter:
         return (moment(at) + self.local_time).strftime("%Y-%m-%dT%H:%M:%S")
 
 
+#: The writer the contract describes.
+CONTRACT_WRITER = BillWriter()
+
+
 def answer_item(
     payload: Mapping[str, Any],
     answer: ModelAnswer,
     *,
     seq: int,
     created_at: datetime | None = None,
-    writer: BillWriter = BillWriter(),
+    writer: BillWriter = CONTRACT_WRITER,
 ) -> Item:
     """The answer's message item (``pk`` the conversation, ``sk`` ``msg#`` + 12-digit
     ``seq``, ``role`` assistant, ``content``, ``created_at``: the model stage's clock unless
