@@ -155,6 +155,8 @@ class CacheConfig:
     seed: int = 0
     #: Bedrock's per-checkpoint reading of the minimum (rule 3), instead of the whole prefix.
     min_per_checkpoint: bool = False
+    #: Not a deviation but a bound for measuring: entries live for ever (nor are evicted).
+    never_expire: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -340,10 +342,11 @@ class PromptCache:
     def _renew(self, entry: _Entry, now: float) -> None:
         """Give an entry its TTL from ``now``, and draw whether it is evicted before then
         (two draws every time, so the sequence does not depend on the share)."""
-        life = TTL_SECONDS[entry.ttl]
+        life = math.inf if self.config.never_expire else TTL_SECONDS[entry.ttl]
         roll, cut = self._rng.random(), self._rng.random()
         entry.expires = now + life
-        entry.evicted_at = now + cut * life if roll < self.config.evict_share else entry.expires
+        evicts = roll < self.config.evict_share and not self.config.never_expire
+        entry.evicted_at = now + cut * life if evicts else entry.expires
 
 
 def block_tokens(block: Mapping[str, Any], count: Tokenizer) -> int:

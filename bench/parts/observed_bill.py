@@ -89,6 +89,8 @@ PACE = "mixed"
 QUICK_EVERY = 40
 SLIDING, WITHOUT, WITH = "sliding", "cache-aligned, no bill", "cache-aligned, bill"
 WITHOUT_UNSET, WITH_UNSET = f"{WITHOUT}, no MODEL_ID", f"{WITH}, no MODEL_ID"
+#: The loop's requests billed as if no entry ever expired: a bound, not a contender.
+NEVER_EXPIRED = f"{WITH}, no entry expired"
 CONTENDERS = (SLIDING, WITHOUT, WITH)
 #: The calibration's variants: the loop as configured, without MODEL_PREFIX_TOKENS, and
 #: without either setting.
@@ -194,7 +196,11 @@ def replay_loop(
     prefixes = expected_prefixes(turns, model, deviation)
     answers = [t.answer for t in turns]
     key = (model.key, WITH, deviation.key)
-    tally(figures, key, timed.conversation_id, [t.plan for t in turns], answers)
+    plans = [t.plan for t in turns]
+    tally(figures, key, timed.conversation_id, plans, answers)
+    if deviation is NONE:
+        kept = rebilled(turns, model_stage(model, NONE, calls, never_expire=True))
+        tally(figures, (model.key, NEVER_EXPIRED, NONE.key), timed.conversation_id, plans, kept)
     judge(figures, key, model.min_tokens, turns, answers, prefixes)
     calibration_errors(figures, (model.key, PRIOR, deviation.key), turns)
     attribute(figures, (model.key, deviation.key), deviation, model.min_tokens, turns, prefixes,
@@ -265,7 +271,7 @@ def summary(figures: Figures, selection: Selection) -> dict[str, Any]:
     for model in selection.models():
         k = model.key
         base = figures.tallies[(k, SLIDING, NONE.key)]
-        names = [n for n in (*CONTENDERS, WITHOUT_UNSET, WITH_UNSET)
+        names = [n for n in (*CONTENDERS, NEVER_EXPIRED, WITHOUT_UNSET, WITH_UNSET)
                  if (k, n, NONE.key) in figures.tallies]  # fmt: skip
         rows = []
         for deviation in selection.deviations_of(model):

@@ -153,9 +153,12 @@ def change_call(turns: int) -> int:
     return turns // 2 + 1
 
 
-def model_stage(model: ModelClass, deviation: Deviation, turns: int) -> ModelStage:
+def model_stage(
+    model: ModelClass, deviation: Deviation, turns: int, *, never_expire: bool = False
+) -> ModelStage:
     """The model stage of one conversation of ``turns`` turns under ``deviation``: its own
-    prefix with a cache point of its own, the cache with the class's minimum."""
+    prefix with a cache point of its own, the cache with the class's minimum (and, to
+    measure a bound, entries that never expire)."""
     prefix = prefix_of(model, deviation)
     change = None
     if deviation.prompt_change:
@@ -164,7 +167,8 @@ def model_stage(model: ModelClass, deviation: Deviation, turns: int) -> ModelSta
         )
     config = CacheConfig(min_prefix_tokens=model.min_tokens, count_tokens=deviation.count_tokens,
                          honour_1h=deviation.honour_1h, evict_share=deviation.evict_share,
-                         seed=SEED, min_per_checkpoint=deviation.min_per_checkpoint)  # fmt: skip
+                         seed=SEED, min_per_checkpoint=deviation.min_per_checkpoint,
+                         never_expire=never_expire)  # fmt: skip
     return ModelStage(
         system_prompt=prefix.system_prompt,
         tools=prefix.tools,

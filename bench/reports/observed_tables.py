@@ -11,6 +11,7 @@ from bench.reports.sections import table
 
 SLIDING, WITHOUT, WITH = "sliding", "cache-aligned, no bill", "cache-aligned, bill"
 WITHOUT_UNSET, WITH_UNSET = f"{WITHOUT}, no MODEL_ID", f"{WITH}, no MODEL_ID"
+NEVER_EXPIRED = f"{WITH}, no entry expired"
 CAUSES = ("no miss", "expired", "stage_changed_prefix", "below_minimum", "ttl_downgraded",
           "unexplained")  # fmt: skip
 VARIANTS = {
@@ -49,12 +50,14 @@ def classes_table(doc: dict[str, Any]) -> list[str]:
             rows.append([
                 f"{c['min_tokens']:,} / {c['prefix_tokens']:,}", c["model"], how,
                 f"{f[SLIDING]['billed_per_turn']:,.0f}", _pct(f[without]), f"**{_pct(f[loop])}**",
+                _pct(f.get(NEVER_EXPIRED)) if loop == WITH else "–",
                 f"{_pct(f[without], 'history_share')} / {_pct(f[loop], 'history_share')}",
                 f"{_above(f[without])} / {_above(f[loop])}",
             ])  # fmt: skip
     heads = ["minimum / model prefix", "a model of the class", "the stage's MODEL_ID",
              "sliding, billed units / turn", "cache-aligned, no bill: % of sliding",
-             "cache-aligned, bill: % of sliding", "history seen (no bill / bill)",
+             "cache-aligned, bill: % of sliding", "the same windows, no entry expired",
+             "history seen (no bill / bill)",
              "conversations above their own sliding bill (no bill / bill)"]  # fmt: skip
     return table(heads, rows)
 

@@ -180,3 +180,13 @@ def test_a_writer_stamping_local_time_without_a_zone_gets_its_bill_dropped_whole
     dropped = read_bill(item["model_usage"], 2)
     assert isinstance(dropped, StoredDefect)
     assert dropped.attribute == "model_usage.answered_at"
+
+
+def test_for_measuring_an_entry_can_be_made_to_live_for_ever_and_never_be_evicted() -> None:
+    """Not Bedrock: the bound a benchmark compares with (the same windows, nothing expired)."""
+    system = [text(1_100), point()]
+    question = {"role": "user", "content": [text(50, "q")]}
+    cache = PromptCache(CacheConfig(never_expire=True, evict_share=1.0))
+    cache.converse(system=system, messages=[question], at=0)
+    later = cache.converse(system=system, messages=[question], at=30 * 86_400)
+    assert cached(later.usage) == (1_100, 0, 50) and not later.evicted
