@@ -243,8 +243,8 @@ def test_each_class_has_its_rows_and_only_the_deviation_classes_their_deviations
     for key, c in classes.items():
         contenders = set(c["contenders"])
         unset = {observed_bill.WITHOUT_UNSET, observed_bill.WITH_UNSET}
-        assert contenders == set(observed_bill.CONTENDERS) | (unset if key in UNSET_CLASSES
-                                                                else set())  # fmt: skip
+        assert contenders - unset == {*observed_bill.CONTENDERS, observed_bill.NEVER_EXPIRED}
+        assert contenders >= unset if key in UNSET_CLASSES else not contenders & unset
         assert c["contenders"]["sliding"]["billed_share"] == pytest.approx(1.0)
         assert [r["key"] for r in c["deviations"]] == (
             [d.key for d in DEVIATIONS] if key in DEVIATION_CLASSES else []
