@@ -53,7 +53,12 @@ from pathlib import Path
 from typing import Any
 
 from bench.load.answered import AnsweredTurn, answered_turns
-from bench.load.replay import ReplayedConversation, replayed_conversations, turn_times
+from bench.load.replay import (
+    ReplayedConversation,
+    pace_profile,
+    replayed_conversations,
+    turn_times,
+)
 from bench.parts import observed_worker
 from bench.parts.observed_judging import (
     CALIBRATION_ANSWERS,
@@ -139,7 +144,7 @@ def replay(conversation: ReplayedConversation, selection: Selection) -> Figures:
     cid, calls = conversation.conversation_id, conversation.turns
     times = turn_times(cid, calls, PACE, seed=SEED)
     timed = conversation.at(times)
-    figures = Figures(turns=calls, conversations=1)
+    figures = Figures(turns=calls, conversations=1, pace=pace_profile(cid, PACE, seed=SEED))
     sliding: list[AnsweredTurn] = []
     for model in selection.models():
         configured = settings_for(model)
@@ -295,6 +300,11 @@ def summary(figures: Figures, selection: Selection) -> dict[str, Any]:
             "key": k, "min_tokens": model.min_tokens, "prefix_tokens": model.prefix_tokens,
             "tool_tokens": model.tool_tokens, "model": model.model, "model_id": model.model_id,
             "contenders": {n: figures.tallies[(k, n, NONE.key)].figures(base) for n in names},
+            "by_pace": {
+                p: {n: figures.paces[(k, n, p)].figures(figures.paces[(k, SLIDING, p)])
+                    for n in names}
+                for p in sorted({p for (c, _, p) in figures.paces if c == k})
+            },
             "calibration": {v: c for v in (PRIOR, NO_PRIOR, UNSET)
                             if (c := _calibration(figures, k, v, NONE.key))},
             "deviations": rows if k in DEVIATION_CLASSES else [],

@@ -61,6 +61,8 @@ class Figures:
     """One conversation's figures, or the sum of several."""
 
     tallies: dict[Key, Tally] = field(default_factory=dict)
+    #: (class, contender, pace profile) -> the tally under the documented rules
+    paces: dict[Key, Tally] = field(default_factory=dict)
     #: (class, deviation) -> the causes against the ground truth
     attribution: dict[tuple[str, str], Attribution] = field(default_factory=dict)
     #: (class, contender, deviation) -> counts (:func:`judge`)
@@ -71,14 +73,17 @@ class Figures:
     )
     turns: int = 0
     conversations: int = 0
+    #: One conversation's pace profile (its figures' only).
+    pace: str = ""
 
     def merge(self, other: Figures) -> None:
-        for key, tally in other.tallies.items():
-            mine = self.tallies.setdefault(key, Tally())
-            for name in ("turns", "billed", "read", "written", "uncached", "history",
-                         "fold_gap_turns", "reanchors"):  # fmt: skip
-                setattr(mine, name, getattr(mine, name) + getattr(tally, name))
-            mine.per_conversation.update(tally.per_conversation)
+        for mine, theirs in ((self.tallies, other.tallies), (self.paces, other.paces)):
+            for key, tally in theirs.items():
+                into = mine.setdefault(key, Tally())
+                for name in ("turns", "billed", "read", "written", "uncached", "history",
+                             "fold_gap_turns", "reanchors"):  # fmt: skip
+                    setattr(into, name, getattr(into, name) + getattr(tally, name))
+                into.per_conversation.update(tally.per_conversation)
         for key, attribution in other.attribution.items():
             self.attribution.setdefault(key, Attribution()).merge(attribution)
         for key, counts in other.minimum.items():
@@ -98,11 +103,15 @@ def cost(usage: dict[str, Any]) -> TurnCost:
 def tally(
     figures: Figures, key: Key, cid: str, plans: Sequence[TurnPlan], answers: Sequence[ModelAnswer]
 ) -> None:
-    mine = figures.tallies.setdefault(key, Tally())
+    """Add the turns to ``key``'s tally, and under the documented rules to the pace's."""
+    into = [figures.tallies.setdefault(key, Tally())]
+    if key[2] == "none" and figures.pace:
+        into.append(figures.paces.setdefault((key[0], key[1], figures.pace), Tally()))
     for plan, answer in zip(plans, answers, strict=True):
         reanchored = plan.aligned is not None and plan.aligned.outcome == "reanchored"
-        mine.add(cid, cost(answer.usage), plan.window, gap=plan.gap is not None,
-                 reanchored=reanchored)  # fmt: skip
+        for mine in into:
+            mine.add(cid, cost(answer.usage), plan.window, gap=plan.gap is not None,
+                     reanchored=reanchored)  # fmt: skip
 
 
 def calibrated(plan: TurnPlan, estimated: int) -> int:

@@ -16,6 +16,7 @@ from bench.reports.observed_tables import (
     deviation_calibration_table,
     deviations_table,
     kept_below,
+    paces_table,
     predictions_table,
     right_cause,
     share,
@@ -150,6 +151,8 @@ def headline(doc: dict[str, Any]) -> list[str]:
         "",
         *classes_table(doc),
         "",
+        *paces_table(doc),
+        "",
     ]
     if any(c["deviations"] for c in doc["classes"]):
         lines += [*deviations_table(doc), ""]
@@ -266,6 +269,10 @@ def markdown(doc: dict[str, Any]) -> str:
         "## The bill per model class",
         "",
         *classes_table(doc),
+        "",
+        "**By pace profile** (% of that profile's sliding bill):",
+        "",
+        *paces_table(doc),
         "",
         "## The bill under each deviation, with the loop and without",
         "",

@@ -62,6 +62,18 @@ def classes_table(doc: dict[str, Any]) -> list[str]:
     return table(heads, rows)
 
 
+def paces_table(doc: dict[str, Any]) -> list[str]:
+    """Per class and pace profile (% of that profile's sliding bill): where the cache is
+    cold, the loop and the lack of it show most."""
+    rows = []
+    for c in doc["classes"]:
+        for pace, f in c["by_pace"].items():
+            shares = [_pct(f.get(n)) for n in (WITHOUT, WITH, WITHOUT_UNSET, WITH_UNSET)]
+            rows.append([c["key"], pace, *shares, f"{_above(f[WITHOUT])} / {_above(f[WITH])}"])
+    return table(["class", "pace", "no bill", "bill", "no bill, no MODEL_ID", "bill, no MODEL_ID",
+                  "above their own sliding bill (no bill / bill)"], rows)  # fmt: skip
+
+
 def deviations_table(doc: dict[str, Any]) -> list[str]:
     """Each deviation: the bill with the loop against without it, per class measured."""
     measured = [c for c in doc["classes"] if c["deviations"]]
