@@ -12,6 +12,11 @@ turns spaced by each case's pause model. Contenders, on the same histories and f
 - ``stepped``: the peer to beat (:func:`bench.parts.cache_bill.stepped_window`), its start
   on a grid of :data:`STEP` tokens, with the history's cache points.
 
+Cases: the pace models, sensitivities of the cache's rules, and the model classes
+(:mod:`bench.load.model_classes`: the cache's minimum by the model stage's own prefix, the
+stage configured with ``MODEL_ID`` and ``MODEL_PREFIX_TOKENS`` as a deployment would; the
+classes of :data:`UNSET_CLASSES` also without either).
+
 What is priced, the cost model's sources and the pause models: docs/benchmarks/model_bill.md.
 Run::
 
@@ -30,6 +35,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from bench.load.model_classes import CLASSES, UNSET_CLASSES, ModelClass, settings_for
 from bench.load.replay import (
     PAUSE_MODELS,
     ReplayedConversation,
@@ -67,12 +73,29 @@ BASELINE_RULES = CacheRules(
 
 @dataclass(frozen=True, slots=True)
 class Case:
-    """One pricing: the pause model and the cache's rules (``PROMPT_CACHE_MIN_TOKENS`` is
-    set to the rules' minimum)."""
+    """One pricing: the pause model and the cache's rules; the stage's settings are the
+    defaults with ``PROMPT_CACHE_MIN_TOKENS`` the rules' minimum, or, for a model class,
+    as a deployment sets them (``configured``) or without MODEL_ID and MODEL_PREFIX_TOKENS."""
 
     name: str
     pauses: str
     rules: CacheRules = BASELINE_RULES
+    model: ModelClass | None = None
+    configured: bool = True
+
+    def settings(self, settings: Settings) -> Settings:
+        if self.model is None:
+            return settings
+        return settings_for(self.model, configured=self.configured)
+
+
+def class_case(model: ModelClass, *, configured: bool = True) -> Case:
+    """The mixed paces under ``model``'s minimum and model stage prefix."""
+    how = f"MODEL_ID {model.model}" if configured else "no MODEL_ID"
+    rules = replace(BASELINE_RULES, min_prefix_tokens=model.min_tokens,
+                    system_prompt_tokens=model.prefix_tokens)  # fmt: skip
+    return Case(f"{model.min_tokens:,} / {model.prefix_tokens:,}, {how}", "mixed", rules, model,
+                configured)  # fmt: skip
 
 
 CASES = (
@@ -82,16 +105,17 @@ CASES = (
     Case("cold", "cold"),
     Case("one long session", "brisk-sessions"),
     Case("deliberate", "deliberate"),
-    Case("mixed, minimum 2,048", "mixed", replace(BASELINE_RULES, min_prefix_tokens=2048)),
-    Case("mixed, minimum 4,096", "mixed", replace(BASELINE_RULES, min_prefix_tokens=4096)),
     Case("mixed, no system prompt", "mixed",
          replace(BASELINE_RULES, system_prompt_tokens=0, system_prompt_cache_point=False)),
-    Case("mixed, system prompt 1,500", "mixed", replace(BASELINE_RULES, system_prompt_tokens=1500)),
     Case("mixed, lenient refresh", "mixed", replace(BASELINE_RULES, refresh="lenient")),
+    *(class_case(model) for model in CLASSES),
+    *(class_case(model, configured=False) for model in CLASSES if model.key in UNSET_CLASSES),
 )  # fmt: skip
 
 
 def plan_config(settings: Settings, case: Case, mode: str) -> PlanConfig:
+    if case.model is not None:
+        return replace(case.settings(settings).plan_config, **MODES[mode])
     return replace(settings.plan_config, min_tokens=case.rules.min_prefix_tokens, **MODES[mode])
 
 
@@ -158,7 +182,16 @@ def measure(*, quick: bool, say: Any = print) -> dict[str, Any]:
         row: dict[str, Any] = {
             "case": case.name,
             "pauses": case.pauses,
-            "sensitivity": case.rules != BASELINE_RULES,
+            "sensitivity": case.rules != BASELINE_RULES or case.model is not None,
+            "model": None
+            if case.model is None
+            else {
+                "key": case.model.key,
+                "min_tokens": case.model.min_tokens,
+                "prefix_tokens": case.model.prefix_tokens,
+                "model": case.model.model,
+                "model_id": case.model.model_id if case.configured else None,
+            },
             "contenders": {name: tallies[name].figures(base) for name in CONTENDERS},
         }
         if case == CASES[0]:

@@ -53,6 +53,14 @@ from pathlib import Path
 from typing import Any
 
 from bench.load.answered import AnsweredTurn, answered_turns
+from bench.load.model_classes import (
+    BY_KEY,
+    CLASSES,
+    DEVIATION_CLASSES,
+    UNSET_CLASSES,
+    ModelClass,
+    settings_for,
+)
 from bench.load.replay import (
     ReplayedConversation,
     pace_profile,
@@ -72,18 +80,12 @@ from bench.parts.observed_judging import (
 )
 from bench.parts.observed_world import (
     BY_DEVIATION,
-    BY_KEY,
-    CLASSES,
-    DEVIATION_CLASSES,
     DEVIATIONS,
     NONE,
     SEED,
-    UNSET_CLASSES,
     Deviation,
-    ModelClass,
     model_stage,
     plan_config,
-    settings_for,
 )
 from bench.reports import observed_bill as page
 from localaws.model_stage import CONTRACT_WRITER, BillWriter, ModelAnswer, ModelStage

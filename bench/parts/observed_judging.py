@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.load.answered import AnsweredTurn, RequestTokens, billed_units, request_tokens
+from bench.load.model_classes import ModelClass
 from bench.parts.cache_bill import Tally
-from bench.parts.observed_world import Deviation, ModelClass, prefix_tokens_at
+from bench.parts.observed_world import Deviation, prefix_tokens_at
 from localaws.model_stage import ModelAnswer
 from worker.caching.bill_model import TurnCost
 from worker.caching.expectation import view_tokens

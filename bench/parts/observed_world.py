@@ -1,14 +1,6 @@
-"""The world part 10 replays the stage in: the model classes (the cache's minimum and the model
-stage's own prefix, and the ``MODEL_ID`` a deployment sets for each), the deviations from
-Bedrock's documented rules and from the contract, and the model stage and writer of each.
-
-A model class is what the stage meets in production: a minimum of 1,024, 2,048 or 4,096
-tokens (Claude Sonnet 4.5; Sonnet 4.6; Opus 4.5/4.6 and Haiku 4.5) and the model stage's own
-system prompt and tools before the view, 300 or 2,500 tokens (the 2,500 are 1,500 of tool
-definitions and a 1,000-token system prompt). Each is run with the stage configured as a
-deployment would configure it (``MODEL_ID`` a model of the class, ``MODEL_PREFIX_TOKENS`` the
-prefix), and the classes in :data:`UNSET_CLASSES` also as today's deployment runs them,
-without either.
+"""The world part 10 replays the stage in: the model classes
+(:mod:`bench.load.model_classes`), the deviations from Bedrock's documented rules and from the
+contract, and the model stage and writer of each.
 
 A deviation is one way the world departs from what the stage assumes: the stand-in's cache
 (another tokenizer, ``1h`` honoured as ``5m``, early evictions, the per-checkpoint minimum),
@@ -24,6 +16,7 @@ from datetime import timedelta
 from functools import cache
 
 from bench.load.answered import changed_system_prompt
+from bench.load.model_classes import ModelClass
 from localaws.bedrock_cache import CacheConfig, Tokenizer, chars_over_4, chars_per_token
 from localaws.model_prefix import ModelPrefix, sized_prefix
 from localaws.model_stage import CONTRACT_WRITER, BillWriter, ModelStage, SystemPromptChange
@@ -33,41 +26,6 @@ from worker.settings import Settings
 SEED = 11
 #: The model stage's prefix under the "prefix shorter than configured" deviation.
 SHORT_PREFIX_TOKENS = 60
-#: The share of a prefix of 1,000 tokens or more that is tool definitions.
-TOOL_SHARE = 0.6
-
-
-@dataclass(frozen=True, slots=True)
-class ModelClass:
-    """A cache minimum, the model stage's own prefix, and the model a firm runs with them."""
-
-    min_tokens: int
-    prefix_tokens: int
-    model: str
-    model_id: str
-
-    @property
-    def key(self) -> str:
-        return f"{self.min_tokens}/{self.prefix_tokens}"
-
-    @property
-    def tool_tokens(self) -> int:
-        return int(self.prefix_tokens * TOOL_SHARE) if self.prefix_tokens >= 1_000 else 0
-
-
-SONNET_45 = ("Claude Sonnet 4.5", "anthropic.claude-sonnet-4-5-20250929-v1:0")
-SONNET_46 = ("Claude Sonnet 4.6", "anthropic.claude-sonnet-4-6")
-OPUS_45 = ("Claude Opus 4.5", "anthropic.claude-opus-4-5-20251101-v1:0")
-CLASSES = tuple(
-    ModelClass(minimum, prefix, *model)
-    for minimum, model in ((1_024, SONNET_45), (2_048, SONNET_46), (4_096, OPUS_45))
-    for prefix in (300, 2_500)
-)
-BY_KEY = {c.key: c for c in CLASSES}
-#: The classes measured under every deviation.
-DEVIATION_CLASSES = ("1024/300", "4096/2500")
-#: The classes also run as today's deployment runs them: no MODEL_ID, no MODEL_PREFIX_TOKENS.
-UNSET_CLASSES = ("4096/2500",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,18 +143,6 @@ def prefix_tokens_at(model: ModelClass, deviation: Deviation, turns: int, turn: 
     if deviation.prompt_change and turn >= change_call(turns):
         prefix = replace(prefix, system_prompt=changed_system_prompt(prefix.system_prompt))
     return prefix.tokens(deviation.count_tokens)
-
-
-def settings_for(model: ModelClass, *, configured: bool = True, prior: bool = True) -> Settings:
-    """The stage's settings: as a deployment sets them for ``model`` (``MODEL_ID``, and
-    ``MODEL_PREFIX_TOKENS`` unless not ``prior``), or not ``configured``: neither set."""
-    settings = Settings.at_defaults()
-    if not configured:
-        return settings
-    return settings.model_copy(update={
-        "model_id": model.model_id,
-        "model_prefix_tokens": model.prefix_tokens if prior else 0,
-    })  # fmt: skip
 
 
 def plan_config(settings: Settings, *, aligned: bool) -> PlanConfig:

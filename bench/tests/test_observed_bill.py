@@ -17,20 +17,22 @@ from bench.load.answered import (
     billed_units,
     request_tokens,
 )
+from bench.load.model_classes import (
+    BY_KEY,
+    DEVIATION_CLASSES,
+    UNSET_CLASSES,
+    settings_for,
+)
 from bench.load.replay import replay_plans, replayed_conversations
 from bench.parts import observed_bill
 from bench.parts.observed_world import (
     BY_DEVIATION,
-    BY_KEY,
-    DEVIATION_CLASSES,
     DEVIATIONS,
     NONE,
-    UNSET_CLASSES,
     change_call,
     model_stage,
     plan_config,
     prefix_tokens_at,
-    settings_for,
 )
 from bench.reports.observed_bill import headline, markdown, section, targets
 from localaws.bedrock_cache import chars_over_4, chars_per_token
