@@ -16,9 +16,6 @@ from dataclasses import dataclass
 
 from worker.settings import Settings
 
-#: The share of a prefix of 1,000 tokens or more that is tool definitions.
-TOOL_SHARE = 0.6
-
 
 @dataclass(frozen=True, slots=True)
 class ModelClass:
@@ -38,6 +35,8 @@ class ModelClass:
         return int(self.prefix_tokens * TOOL_SHARE) if self.prefix_tokens >= 1_000 else 0
 
 
+#: The share of a prefix of 1,000 tokens or more that is tool definitions.
+TOOL_SHARE = 0.6
 SONNET_45 = ("Claude Sonnet 4.5", "anthropic.claude-sonnet-4-5-20250929-v1:0")
 SONNET_46 = ("Claude Sonnet 4.6", "anthropic.claude-sonnet-4-6")
 OPUS_45 = ("Claude Opus 4.5", "anthropic.claude-opus-4-5-20251101-v1:0")
