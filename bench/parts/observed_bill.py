@@ -107,17 +107,18 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "benchmarks" / "observed_bi
 
 @dataclass(frozen=True, slots=True)
 class Selection:
-    """The model classes replayed, and the deviations measured on :data:`DEVIATION_CLASSES`
-    among them (``none`` always)."""
+    """The model classes replayed, and the deviations measured on the classes ``on`` among
+    them (``none`` always)."""
 
     classes: tuple[str, ...] = tuple(c.key for c in CLASSES)
     deviations: tuple[str, ...] = tuple(d.key for d in DEVIATIONS)
+    on: tuple[str, ...] = DEVIATION_CLASSES
 
     def models(self) -> list[ModelClass]:
         return [BY_KEY[key] for key in self.classes]
 
     def deviations_of(self, model: ModelClass) -> list[Deviation]:
-        if model.key not in DEVIATION_CLASSES:
+        if model.key not in self.on:
             return [NONE]
         return [NONE, *(BY_DEVIATION[k] for k in self.deviations if k != NONE.key)]
 
@@ -309,7 +310,7 @@ def summary(figures: Figures, selection: Selection) -> dict[str, Any]:
             },
             "calibration": {v: c for v in (PRIOR, NO_PRIOR, UNSET)
                             if (c := _calibration(figures, k, v, NONE.key))},
-            "deviations": rows if k in DEVIATION_CLASSES else [],
+            "deviations": rows if k in selection.on else [],
         })  # fmt: skip
     return {"classes": out}
 
@@ -398,15 +399,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--deviations", type=_keys([d.key for d in DEVIATIONS]),
                         help="deviations measured on " + " and ".join(DEVIATION_CLASSES)
                         + ", comma-separated (`none`: none); default: all")  # fmt: skip
+    parser.add_argument("--deviations-on", type=_keys([c.key for c in CLASSES]),
+                        help="the classes the deviations are measured on; default: "
+                        + ",".join(DEVIATION_CLASSES))  # fmt: skip
     parser.add_argument("--jobs", type=int, help="processes (default: the cores, at most 4)")
     parser.add_argument("--no-worker", action="store_true", help="the in-memory replay only")
     parser.add_argument("--write", action="store_true", help=f"write {DOC.name} (docs/benchmarks), "
                         "put the figures into docs/benchmarks/results.json and re-render "
                         "docs/BENCHMARKS.md from it")  # fmt: skip
     args = parser.parse_args(argv)
-    selection = Selection(
-        args.only or Selection().classes, args.deviations or Selection().deviations
-    )
+    default = Selection()
+    selection = Selection(args.only or default.classes, args.deviations or default.deviations,
+                          args.deviations_on or default.on)  # fmt: skip
 
     def say(line: str) -> None:
         print(line, file=sys.stderr)
