@@ -27,12 +27,15 @@ Run::
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections import defaultdict
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from functools import cache
 from typing import Any
 
 from bench.load.model_classes import CLASSES, UNSET_CLASSES, ModelClass, settings_for
@@ -167,39 +170,51 @@ def price_case(
     return tallies, dict(by_profile)
 
 
-def measure(*, quick: bool, say: Any = print) -> dict[str, Any]:
-    """Every case priced: the part's figures (JSON-ready)."""
-    settings = Settings.at_defaults()
+@cache
+def _conversations(quick: bool) -> list[ReplayedConversation]:
     conversations = replayed_conversations(200, seed=SEED)
-    if quick:
-        conversations = conversations[::QUICK_EVERY]
-    started = time.monotonic()
-    cases = []
-    for case in CASES:
-        say(f"part 8: the model's bill, {case.name}")
-        tallies, by_profile = price_case(case, conversations, settings)
-        base = tallies["sliding"]
-        row: dict[str, Any] = {
-            "case": case.name,
-            "pauses": case.pauses,
-            "sensitivity": case.rules != BASELINE_RULES or case.model is not None,
-            "model": None
-            if case.model is None
-            else {
-                "key": case.model.key,
-                "min_tokens": case.model.min_tokens,
-                "prefix_tokens": case.model.prefix_tokens,
-                "model": case.model.model,
-                "model_id": case.model.model_id if case.configured else None,
-            },
-            "contenders": {name: tallies[name].figures(base) for name in CONTENDERS},
+    return conversations[::QUICK_EVERY] if quick else conversations
+
+
+def case_row(job: tuple[int, bool]) -> dict[str, Any]:
+    """Case ``CASES[index]`` priced (over the quick run's conversations when ``quick``)."""
+    index, quick = job
+    case = CASES[index]
+    tallies, by_profile = price_case(case, _conversations(quick), Settings.at_defaults())
+    base = tallies["sliding"]
+    model = case.model
+    row: dict[str, Any] = {
+        "case": case.name,
+        "pauses": case.pauses,
+        "sensitivity": case.rules != BASELINE_RULES or model is not None,
+        "model": None if model is None else {
+            "key": model.key, "min_tokens": model.min_tokens,
+            "prefix_tokens": model.prefix_tokens, "model": model.model,
+            "model_id": model.model_id if case.configured else None,
+        },
+        "contenders": {name: tallies[name].figures(base) for name in CONTENDERS},
+    }  # fmt: skip
+    if index == 0:
+        row["by_profile"] = {
+            profile: {name: t[name].figures(t["sliding"]) for name in CONTENDERS}
+            for profile, t in sorted(by_profile.items())
         }
-        if case == CASES[0]:
-            row["by_profile"] = {
-                profile: {name: t[name].figures(t["sliding"]) for name in CONTENDERS}
-                for profile, t in sorted(by_profile.items())
-            }
-        cases.append(row)
+    return row
+
+
+def measure(*, quick: bool, say: Any = print, jobs: int | None = None) -> dict[str, Any]:
+    """Every case priced, ``jobs`` processes sharing them: the part's figures (JSON-ready)."""
+    settings = Settings.at_defaults()
+    conversations = _conversations(quick)
+    jobs = jobs or max(1, min(os.cpu_count() or 1, 4))
+    say(f"part 8: the model's bill, {len(CASES)} cases in {jobs} processes")
+    started = time.monotonic()
+    work = [(index, quick) for index in range(len(CASES))]
+    if jobs <= 1:
+        cases = [case_row(job) for job in work]
+    else:
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            cases = list(pool.map(case_row, work))
     headroom = settings.anchor_headroom
     return {
         "command": ".venv/bin/python -m bench.parts.model_bill" + (" --quick" if quick else ""),
