@@ -20,7 +20,7 @@ classes of :data:`UNSET_CLASSES` also without either).
 What is priced, the cost model's sources and the pause models: docs/benchmarks/model_bill.md.
 Run::
 
-    .venv/bin/python -m bench.parts.model_bill            # ~6 min: the tables
+    .venv/bin/python -m bench.parts.model_bill            # ~4 min on 2 cores: the tables
     .venv/bin/python -m bench.parts.model_bill --quick    # every fifth conversation
     .venv/bin/python -m bench.parts.model_bill --write    # also into docs/BENCHMARKS.md
 """

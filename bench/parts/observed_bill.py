@@ -28,7 +28,7 @@ replayed under each. What is measured and the targets: docs/benchmarks/observed_
 Through the real worker process, a few of the same conversations:
 :mod:`bench.parts.observed_worker`. Run::
 
-    .venv/bin/python -m bench.parts.observed_bill            # the whole part
+    .venv/bin/python -m bench.parts.observed_bill            # the whole part: ~22 min, 2 cores
     .venv/bin/python -m bench.parts.observed_bill --quick --only 4096/2500
                                 # 5 conversations, one class and its deviations: seconds
     .venv/bin/python -m bench.parts.observed_bill --quick --only 4096/2500 --deviations none

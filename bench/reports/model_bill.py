@@ -149,8 +149,7 @@ def section(doc: dict[str, Any], rel: str = "benchmarks") -> list[str]:
         "",
         *_shares("profile", list(baseline["by_profile"].items()), names),
         "",
-        "**Sensitivity** (the mixed paces; `PROMPT_CACHE_MIN_TOKENS` set to each minimum; % "
-        "of sliding's billed input).",
+        "**Sensitivity** (the mixed paces; % of sliding's billed input).",
         "",
         *_shares("case", [(c["case"], c["contenders"]) for c in sensitivity], names),
         "",

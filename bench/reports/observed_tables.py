@@ -183,11 +183,13 @@ def predictions_table(c: dict[str, Any]) -> list[str]:
             pair(lambda m: share(m["short"], m["answers"])),
             pair(lambda m: share(m["unexpected"], m["answers"]))
             + f" ({pair(lambda m: share(m['unexpected_tokens'], m['read_tokens']))})",
+            pair(lambda m: share(m.get("off_view", 0), m["answers"])),
         ])  # fmt: skip
     return table(["deviation", "cache points", "kept as cacheable, below the minimum",
                   "judged below, reaching it", "answers expecting a read",
                   "read short of the expected prefix",
-                  "read more than expected (tokens: % of all read)"], rows)  # fmt: skip
+                  "read more than expected (tokens: % of all read)",
+                  "expected a read of a prefix the view does not hold"], rows)  # fmt: skip
 
 
 def _errors(calibration: dict[str, Any], answers: list[str]) -> list[str]:
