@@ -118,9 +118,8 @@ class Selection:
         return [BY_KEY[key] for key in self.classes]
 
     def deviations_of(self, model: ModelClass) -> list[Deviation]:
-        if model.key not in self.on:
-            return [NONE]
-        return [NONE, *(BY_DEVIATION[k] for k in self.deviations if k != NONE.key)]
+        chosen = [BY_DEVIATION[k] for k in self.deviations if k != NONE.key]
+        return [NONE, *(d for d in chosen if model.key in self.on or model.key in d.also_on)]
 
 
 def loop(
@@ -310,7 +309,8 @@ def summary(figures: Figures, selection: Selection) -> dict[str, Any]:
             },
             "calibration": {v: c for v in (PRIOR, NO_PRIOR, UNSET)
                             if (c := _calibration(figures, k, v, NONE.key))},
-            "deviations": rows if k in selection.on else [],
+            "deviations": rows if len(rows) > 1 or k in selection.on else [],
+            "deviation_class": k in selection.on,
         })  # fmt: skip
     return {"classes": out}
 

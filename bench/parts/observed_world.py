@@ -53,12 +53,15 @@ class Deviation:
     affects: str | None = None
     flags: str | None = None
     judged_on: str = "short"
+    #: Classes it is measured on besides those every deviation is (where it bites).
+    also_on: tuple[str, ...] = ()
 
     @property
     def rebills(self) -> bool:
         """Whether it changes what a request is billed (else only what the loop is told)."""
-        return self != replace(NONE, key=self.key, name=self.name, clock_skew=self.clock_skew,
-                               writer=self.writer, cause=self.cause)  # fmt: skip
+        billed = ("count_tokens", "honour_1h", "evict_share", "min_per_checkpoint",
+                  "prompt_change", "short_prefix")  # fmt: skip
+        return any(getattr(self, name) != getattr(NONE, name) for name in billed)
 
 
 NONE = Deviation("none", "none (the documented rules)")
@@ -80,7 +83,7 @@ DEVIATIONS = (
     Deviation("evict", "a tenth of the entries evicted early", evict_share=0.1,
               cause="unexplained", affects="evicted", flags="evicted"),
     Deviation("per-checkpoint", "Bedrock's per-checkpoint minimum", min_per_checkpoint=True,
-              cause="below_minimum", affects="twin"),
+              cause="below_minimum", affects="twin", also_on=("1024/2500",)),
     *(Deviation(f"skew{sign}{label}", f"the model stage's clock {label} "
                 f"{'ahead of' if sign == '+' else 'behind'} the producers'",
                 clock_skew=skew if sign == "+" else -skew)

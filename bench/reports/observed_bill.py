@@ -106,7 +106,7 @@ def targets(doc: dict[str, Any]) -> list[Target]:
     for c in doc["classes"]:
         out += _class_targets(c)
     for c in doc["classes"]:
-        if c["deviations"]:
+        if c["deviations"] and c.get("deviation_class", True):
             out += _deviation_targets(c)
     return out
 

@@ -211,6 +211,14 @@ def test_deviations_run_on_their_classes_only_the_documented_rules_first() -> No
                         else ["none"])  # fmt: skip
 
 
+def test_the_per_checkpoint_minimum_is_also_measured_where_two_points_of_a_request_cache() -> None:
+    """At 1,024 / 2,500 the model stage's own point caches, so the view's first one is a
+    second checkpoint: the only class where the per-checkpoint reading bites."""
+    selection = observed_bill.Selection(classes=("1024/2500", "2048/300"))
+    keys = [[d.key for d in selection.deviations_of(m)] for m in selection.models()]
+    assert keys == [["none", "per-checkpoint"], ["none"]]
+
+
 def test_the_command_line_takes_classes_and_deviations_by_key() -> None:
     parse = observed_bill._keys(["1024/300", "4096/2500"])
     assert parse("4096/2500, 1024/300") == ("4096/2500", "1024/300")
