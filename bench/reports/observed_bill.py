@@ -199,7 +199,9 @@ once, at the middle call of each conversation; a tenth of the cache entries evic
 random moment of their life (seeded); Bedrock's per-checkpoint minimum (each point that \
 caches holds the minimum more than the last one that does: the guide's "at least 1,024 \
 tokens per cache checkpoint … your second cache checkpoint can be defined after 2,048 \
-tokens"); the model stage's clock 2 h or 5 min ahead of or behind the producers' (the \
+tokens"; measured also at 1,024 / 2,500, where the model stage's own point caches and the \
+view's first is a second checkpoint: at the other two classes one point a request caches); \
+the model stage's clock 2 h or 5 min ahead of or behind the producers' (the \
 `answered_at` it stamps; the cache runs on true time); the writer on a botocore before \
 1.42.31 (no `cacheDetails`); the writer stamping `answered_at` in local time without a zone \
 (the stage's reader drops such a bill whole).
