@@ -13,8 +13,14 @@ botocore 1.44.5's ``bedrock-runtime`` model for the shape of ``TokenUsage``.
 2. At most 4 points a request; a point's ``ttl`` is ``"5m"`` or ``"1h"`` (absent: 5m), and no
    point may carry a longer TTL than one before it. Otherwise :class:`CacheRequestRefused`
    (the service's ValidationException).
-3. A point caches only when its prefix holds at least ``min_prefix_tokens`` (the whole
-   prefix, Anthropic's wording; Bedrock's "the second checkpoint after 2,048" is not applied).
+3. A point caches only when its prefix holds at least ``min_prefix_tokens``: the whole
+   prefix, Anthropic's wording ("the minimum cacheable prompt length"). Bedrock's guide words
+   it per checkpoint ("requires at least 1,024 tokens per cache checkpoint. That means that
+   your first cache checkpoint can be defined after 1,024 tokens and your second cache
+   checkpoint can be defined after 2,048 tokens"); ``min_per_checkpoint`` applies that
+   reading: a point caches when its prefix holds the minimum more than the prefix of the
+   last point before it that caches (a point below it "can only create a cache checkpoint
+   if your total prompt prefix meets the minimum": it is no checkpoint, and does not count).
 4. A hit is looked for at each point and at the block boundaries before it, ``lookback_blocks``
    positions in all counting the point's own; the longest prefix alive is read, and the read
    renews that entry (only that one) for the TTL it was written with.
@@ -28,8 +34,10 @@ botocore 1.44.5's ``bedrock-runtime`` model for the shape of ``TokenUsage``.
    empty when nothing was written: the model's "Empty if no cache creation occurred").
 
 Deviations, each off by default (:class:`CacheConfig`): another tokenizer, ``1h`` honoured as
-``5m``, a share of entries evicted early (seeded); the fourth, the model stage's system prompt
-changed mid-conversation, is :mod:`localaws.model_stage`'s. Time is always passed in.
+``5m``, a share of entries evicted early (seeded), the per-checkpoint minimum; the model
+stage's own (its system prompt changed mid-conversation, its clock skewed) and its writer's
+(the bill stored without ``cacheDetails`` or with a time without a zone) are
+:mod:`localaws.model_stage`'s. Time is always passed in.
 """
 
 from __future__ import annotations
@@ -58,11 +66,14 @@ LOOKBACK_BLOCKS = 20
 #: The least prefix a point caches, by model (Bedrock's and Anthropic's tables).
 MIN_PREFIX_TOKENS: dict[str, int] = {
     "claude-sonnet-4": 1_024,
+    "claude-sonnet-4-5": 1_024,
     "claude-3-7-sonnet": 1_024,
     "claude-opus-4": 1_024,
     "claude-3-5-haiku": 2_048,
+    "claude-sonnet-4-6": 2_048,
     "claude-haiku-4-5": 4_096,
     "claude-opus-4-5": 4_096,
+    "claude-opus-4-6": 4_096,
 }
 #: Where :func:`claude_tokenizer` looks for ``tokenizer.json`` when given no path.
 TOKENIZER_ENV = "CLAUDE_TOKENIZER_JSON"
@@ -142,6 +153,10 @@ class CacheConfig:
     #: Each write or renewal is, with this chance, evicted at a random moment of its life.
     evict_share: float = 0.0
     seed: int = 0
+    #: Bedrock's per-checkpoint reading of the minimum (rule 3), instead of the whole prefix.
+    min_per_checkpoint: bool = False
+    #: Not a deviation but a bound for measuring: entries live for ever (nor are evicted).
+    never_expire: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +199,7 @@ class PromptCache:
         self._entries: dict[str, _Entry] = {}
         self._now = -math.inf
         self._rng = random.Random(f"{self.config.seed}:{name}")  # a str seed is stable
+        self._texts: dict[str, tuple[bytes, int]] = {}
 
     def converse(
         self,
@@ -247,10 +263,10 @@ class PromptCache:
         system: Sequence[Mapping[str, Any]],
         messages: Sequence[Mapping[str, Any]],
     ) -> _Prompt:
-        blocks: list[tuple[list[Any], int]] = []
+        blocks: list[tuple[bytes, int]] = []
         points: list[_Point] = []
 
-        def add(where: list[Any], block: Mapping[str, Any]) -> None:
+        def add(where: bytes, block: Mapping[str, Any]) -> None:
             if "cachePoint" in block:
                 point = block["cachePoint"]
                 if point.get("type") != "default":
@@ -260,24 +276,37 @@ class PromptCache:
                     raise CacheRequestRefused(f"A cachePoint's ttl must be 5m or 1h, not {ttl!r}.")
                 points.append(_Point(boundary=len(blocks), ttl=ttl))
                 return
-            text = block.get("text")
-            counted = text if isinstance(text, str) else json.dumps(block, sort_keys=True)
-            blocks.append(([*where, block], self.config.count_tokens(counted)))
+            body, tokens = self._content(block)
+            blocks.append((where + body, tokens))
 
         for tool in tools:
-            add(["tool"], tool)
+            add(b'["tool"]\t', tool)
         for block in system:
-            add(["system"], block)
+            add(b'["system"]\t', block)
         for index, message in enumerate(messages):
+            where = json.dumps(["message", index, message["role"]]).encode() + b"\t"
             for block in message["content"]:
-                add(["message", index, message["role"]], block)
+                add(where, block)
         digest = hashlib.sha256()
         digests, tokens = [digest.hexdigest()], [0]
         for identity, count in blocks:
-            digest.update(json.dumps(identity, sort_keys=True).encode() + b"\n")
+            digest.update(identity + b"\n")
             digests.append(digest.hexdigest())
             tokens.append(tokens[-1] + count)
         return _Prompt(digests=digests, tokens=tokens, points=points)
+
+    def _content(self, block: Mapping[str, Any]) -> tuple[bytes, int]:
+        """A block's content as JSON and its tokens; a text block's remembered by its text
+        (a conversation sends the same texts turn after turn)."""
+        text = block.get("text")
+        if not isinstance(text, str) or len(block) != 1:
+            return json.dumps(block, sort_keys=True).encode(), block_tokens(
+                block, self.config.count_tokens
+            )
+        known = self._texts.get(text)
+        if known is None:
+            known = self._texts[text] = (json.dumps(text).encode(), self.config.count_tokens(text))
+        return known
 
     def _longest_alive(self, prompt: _Prompt, now: float) -> tuple[int, bool]:
         """The longest prefix alive within the points' lookback (0: none), and whether an
@@ -295,12 +324,17 @@ class PromptCache:
         return best, unevicted > best
 
     def _writes(self, prompt: _Prompt, read: int) -> list[_Point]:
-        """The points after the read whose prefix reaches the minimum, one per boundary (the
-        first, whose TTL is the longest there), with the TTL the service writes."""
+        """The points after the read that cache (rule 3), one per boundary (the first, whose
+        TTL is the longest there), with the TTL the service writes."""
         writes: dict[int, _Point] = {}
-        least = self.config.min_prefix_tokens
+        floor = 0  # per checkpoint: the prefix of the last point that caches
         for point in prompt.points:
-            if point.boundary > read and prompt.tokens[point.boundary] >= least:
+            tokens = prompt.tokens[point.boundary]
+            if tokens < floor + self.config.min_prefix_tokens:
+                continue
+            if self.config.min_per_checkpoint:
+                floor = tokens
+            if point.boundary > read:
                 ttl: Ttl = point.ttl if self.config.honour_1h else "5m"
                 writes.setdefault(point.boundary, _Point(boundary=point.boundary, ttl=ttl))
         return list(writes.values())
@@ -308,10 +342,18 @@ class PromptCache:
     def _renew(self, entry: _Entry, now: float) -> None:
         """Give an entry its TTL from ``now``, and draw whether it is evicted before then
         (two draws every time, so the sequence does not depend on the share)."""
-        life = TTL_SECONDS[entry.ttl]
+        life = math.inf if self.config.never_expire else TTL_SECONDS[entry.ttl]
         roll, cut = self._rng.random(), self._rng.random()
         entry.expires = now + life
-        entry.evicted_at = now + cut * life if roll < self.config.evict_share else entry.expires
+        evicts = roll < self.config.evict_share and not self.config.never_expire
+        entry.evicted_at = now + cut * life if evicts else entry.expires
+
+
+def block_tokens(block: Mapping[str, Any], count: Tokenizer) -> int:
+    """One content block's tokens: a text block's text, any other block (a tool's
+    definition, say) as its JSON."""
+    text = block.get("text")
+    return count(text if isinstance(text, str) else json.dumps(block, sort_keys=True))
 
 
 def _check_points(points: Sequence[_Point]) -> None:

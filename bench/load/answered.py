@@ -11,19 +11,21 @@ the history table's layout (``../shared/CONTRACT.md``, "The bill, observed"). Tu
    the plan's ``cache``), for a command carrying the turn's ``sent_at``;
 3. a :class:`localaws.model_stage.ModelStage` answers it :func:`answer_delay` seconds later
    with the workload's own answer (seq ``2t``), priced by the prompt-cache stand-in;
-4. the answer item is laid out by :func:`localaws.model_stage.answer_item` and stored
-   (``bill_stored`` False: without its ``model_usage``, as an older writer stores it); the
-   pages read after it carry ``usage`` parsed from the stored items by the stage's own
-   reader, :func:`worker.adapters.stored_items.read_bill`.
+4. the answer item is laid out by :func:`localaws.model_stage.answer_item` as ``writer``
+   stores it (None: without its ``model_usage``, as an older writer stores it) and stored;
+   the pages read after it carry ``usage`` parsed from the stored items by the stage's own
+   reader, :func:`worker.adapters.stored_bills.read_bill` (a bill it refuses is dropped
+   whole, as the stage drops it).
 
-Also here: the model stage's system prompts (:data:`SYSTEM_PROMPT`, about 300 estimated
-tokens, and the one it changes to mid-conversation), and :func:`request_tokens`, the
-estimated and real tokens before each block of a request, which the stand-in knows and the
-bill does not say.
+Also here: the model stage's system prompt (:data:`SYSTEM_PROMPT`, 300 tokens, and the one
+it changes to mid-conversation, :func:`changed_system_prompt`), and :func:`request_tokens`,
+the estimated and real tokens before each block of a request, which the stand-in knows and
+the bill does not say.
 """
 
 from __future__ import annotations
 
+import bisect
 import random
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -39,7 +41,16 @@ from bench.load.replay import (
     finished,
     stamp,
 )
-from localaws.model_stage import Item, ModelAnswer, ModelStage, answer_item, rfc3339
+from localaws.model_prefix import sized_prefix
+from localaws.model_stage import (
+    CONTRACT_WRITER,
+    BillWriter,
+    Item,
+    ModelAnswer,
+    ModelStage,
+    answer_item,
+    rfc3339,
+)
 from worker.adapters.stored_bills import read_bill
 from worker.caching.bills import ModelUsage
 from worker.memory import estimate_tokens
@@ -49,29 +60,18 @@ from worker.settings import Settings
 from worker.turn.commands import ConverseCommand, prompt_payload
 from worker.turn.reading import read_turn
 
-#: The model stage's own system prompt: about 1,200 characters, 300 estimated tokens (part 8's
-#: baseline), placed before the view with a cache point of its own.
-SYSTEM_PROMPT = (
-    "You are Mira, a legal assistant to counsel at a commercial law firm. Answer from the "
-    "conversation and its summary only; quote clauses exactly, name the document and the "
-    "clause you rely on, and say plainly when the record does not answer the question. Never "
-    "invent a citation, a date, a party or an amount. When two clauses conflict, quote both "
-    "and say which one governs under the agreement's own order of precedence, if it has one. "
-    "Distinguish what a clause says from what counsel may argue it means. Flag notice "
-    "periods, limitation periods, caps on liability and termination triggers whenever they "
-    "bear on the question. Use defined terms as the agreement defines them, with their "
-    "capitals. Keep privileged material inside this matter: do not refer to other matters, "
-    "clients or counterparties. If counsel asks for a draft, mark it as a draft for review "
-    "and list the assumptions it makes. Prefer short paragraphs and numbered points; cite "
-    "each point. When a question depends on facts that are not in the record, list the facts "
-    "that would decide it and how each would change the answer. Be concise, exact and "
-    "complete, in that order of priority, and end with the open points."
-)
-#: The prompt it changes to in the middle of a conversation (deviation "system prompt
-#: changed"): one sentence more, the rest the same.
-CHANGED_SYSTEM_PROMPT = SYSTEM_PROMPT.replace(
-    "Never invent", "State the governing law when it is known. Never invent"
-)
+#: The model stage's own system prompt: 300 tokens (``chars / 4``), placed before the view with
+#: a cache point of its own.
+SYSTEM_PROMPT = sized_prefix(300).system_prompt
+
+
+def changed_system_prompt(prompt: str) -> str:
+    """The prompt the model stage changes to in the middle of a conversation (deviation
+    "system prompt changed"): one sentence more, the rest the same."""
+    return prompt.replace("Never invent", "State the governing law when it is known. Never invent")
+
+
+CHANGED_SYSTEM_PROMPT = changed_system_prompt(SYSTEM_PROMPT)
 
 
 def answer_delay(conversation_id: str, turn: int, *, seed: int = 11) -> int:
@@ -140,11 +140,12 @@ def answered_turns(
     *,
     settings: Settings,
     stage: ModelStage,
-    bill_stored: bool = True,
+    writer: BillWriter | None = CONTRACT_WRITER,
     seed: int = 11,
 ) -> Iterator[AnsweredTurn]:
     """Every turn of ``conversation`` (stamped with ``times``) planned by the stage under
-    ``config`` over what the turns before it stored, answered by ``stage``."""
+    ``config`` over what the turns before it stored, answered by ``stage``, each answer
+    stored as ``writer`` stores it (None: without its bill)."""
     cid = conversation.conversation_id
     history = AnsweredHistory(conversation.messages, FoldTrack(ScriptedCompactor(cid, seed)))
     for turn in range(1, conversation.turns + 1):
@@ -168,8 +169,9 @@ def answered_turns(
         sent = stamp(times[turn - 1])
         at = sent + timedelta(seconds=answer_delay(cid, turn, seed=seed))
         answer = stage.answer(payload, at=at, content=conversation.messages[2 * turn - 1].content)
-        item = answer_item(payload, answer, seq=2 * turn, created_at=sent)
-        if not bill_stored:
+        item = answer_item(payload, answer, seq=2 * turn, created_at=sent,
+                           writer=writer or CONTRACT_WRITER)  # fmt: skip
+        if writer is None:
             item = {name: value for name, value in item.items() if name != "model_usage"}
         history.store_answer(2 * turn, item)
         yield AnsweredTurn(turn, plan, payload, answer, item)
@@ -179,7 +181,7 @@ def answered_turns(
 class RequestTokens:
     """A request's tokens before each of the view's block boundaries (0 = before its first
     block): ``estimated`` as the stage counts the view alone, ``real`` as the stand-in counts
-    the whole request (the model stage's system prompt included); and at each cache point of
+    the whole request (the model stage's own prefix included); and at each cache point of
     the view, in order, the boundary it sits at."""
 
     estimated: tuple[int, ...]
@@ -188,20 +190,20 @@ class RequestTokens:
 
     def boundary_of(self, estimated: int) -> int | None:
         """The boundary before which the view holds ``estimated`` tokens (None: none)."""
-        for boundary, tokens in enumerate(self.estimated):
-            if tokens == estimated:
-                return boundary
-            if tokens > estimated:
-                return None
-        return None
+        boundary = self.floor_of(estimated)
+        return boundary if self.estimated[boundary] == estimated else None
+
+    def floor_of(self, estimated: int) -> int:
+        """The last boundary before which the view holds at most ``estimated`` tokens."""
+        return bisect.bisect_right(self.estimated, estimated) - 1
 
 
 def request_tokens(
-    view: Mapping[str, Any], system_prompt: str, count: Callable[[str], int]
+    view: Mapping[str, Any], prefix_tokens: int, count: Callable[[str], int]
 ) -> RequestTokens:
     """The estimated and real (``count``) tokens before each boundary of ``view``'s blocks
-    (its ``system``, then its messages'), ``system_prompt`` before them all."""
-    estimated, real, points = [0], [count(system_prompt)], []
+    (its ``system``, then its messages'), the model stage's ``prefix_tokens`` before them."""
+    estimated, real, points = [0], [prefix_tokens], []
     blocks = [*view["system"], *(b for m in view["messages"] for b in m["content"])]
     for block in blocks:
         if "cachePoint" in block:

@@ -62,6 +62,7 @@ class Tally:
             "reanchors_per_turn": self.reanchors / self.turns,
             "fold_gap_turns": self.fold_gap_turns,
             "above_own_sliding": sum(r > 1.0 for r in ratios) / max(1, len(ratios)),
+            "above_own_sliding_count": sum(r > 1.0 for r in ratios),
             "worst_ratio": max(ratios, default=0.0),
         }
 

@@ -12,24 +12,33 @@ turns spaced by each case's pause model. Contenders, on the same histories and f
 - ``stepped``: the peer to beat (:func:`bench.parts.cache_bill.stepped_window`), its start
   on a grid of :data:`STEP` tokens, with the history's cache points.
 
+Cases: the pace models, sensitivities of the cache's rules, and the model classes
+(:mod:`bench.load.model_classes`: the cache's minimum by the model stage's own prefix, the
+stage configured with ``MODEL_ID`` and ``MODEL_PREFIX_TOKENS`` as a deployment would; the
+classes of :data:`UNSET_CLASSES` also without either).
+
 What is priced, the cost model's sources and the pause models: docs/benchmarks/model_bill.md.
 Run::
 
-    .venv/bin/python -m bench.parts.model_bill            # ~6 min: the tables
+    .venv/bin/python -m bench.parts.model_bill            # ~4 min on 2 cores: the tables
     .venv/bin/python -m bench.parts.model_bill --quick    # every fifth conversation
     .venv/bin/python -m bench.parts.model_bill --write    # also into docs/BENCHMARKS.md
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections import defaultdict
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from functools import cache
 from typing import Any
 
+from bench.load.model_classes import CLASSES, UNSET_CLASSES, ModelClass, settings_for
 from bench.load.replay import (
     PAUSE_MODELS,
     ReplayedConversation,
@@ -67,12 +76,29 @@ BASELINE_RULES = CacheRules(
 
 @dataclass(frozen=True, slots=True)
 class Case:
-    """One pricing: the pause model and the cache's rules (``PROMPT_CACHE_MIN_TOKENS`` is
-    set to the rules' minimum)."""
+    """One pricing: the pause model and the cache's rules; the stage's settings are the
+    defaults with ``PROMPT_CACHE_MIN_TOKENS`` the rules' minimum, or, for a model class,
+    as a deployment sets them (``configured``) or without MODEL_ID and MODEL_PREFIX_TOKENS."""
 
     name: str
     pauses: str
     rules: CacheRules = BASELINE_RULES
+    model: ModelClass | None = None
+    configured: bool = True
+
+    def settings(self, settings: Settings) -> Settings:
+        if self.model is None:
+            return settings
+        return settings_for(self.model, configured=self.configured)
+
+
+def class_case(model: ModelClass, *, configured: bool = True) -> Case:
+    """The mixed paces under ``model``'s minimum and model stage prefix."""
+    how = f"MODEL_ID {model.model}" if configured else "no MODEL_ID"
+    rules = replace(BASELINE_RULES, min_prefix_tokens=model.min_tokens,
+                    system_prompt_tokens=model.prefix_tokens)  # fmt: skip
+    return Case(f"{model.min_tokens:,} / {model.prefix_tokens:,}, {how}", "mixed", rules, model,
+                configured)  # fmt: skip
 
 
 CASES = (
@@ -82,16 +108,17 @@ CASES = (
     Case("cold", "cold"),
     Case("one long session", "brisk-sessions"),
     Case("deliberate", "deliberate"),
-    Case("mixed, minimum 2,048", "mixed", replace(BASELINE_RULES, min_prefix_tokens=2048)),
-    Case("mixed, minimum 4,096", "mixed", replace(BASELINE_RULES, min_prefix_tokens=4096)),
     Case("mixed, no system prompt", "mixed",
          replace(BASELINE_RULES, system_prompt_tokens=0, system_prompt_cache_point=False)),
-    Case("mixed, system prompt 1,500", "mixed", replace(BASELINE_RULES, system_prompt_tokens=1500)),
     Case("mixed, lenient refresh", "mixed", replace(BASELINE_RULES, refresh="lenient")),
+    *(class_case(model) for model in CLASSES),
+    *(class_case(model, configured=False) for model in CLASSES if model.key in UNSET_CLASSES),
 )  # fmt: skip
 
 
 def plan_config(settings: Settings, case: Case, mode: str) -> PlanConfig:
+    if case.model is not None:
+        return replace(case.settings(settings).plan_config, **MODES[mode])
     return replace(settings.plan_config, min_tokens=case.rules.min_prefix_tokens, **MODES[mode])
 
 
@@ -143,30 +170,51 @@ def price_case(
     return tallies, dict(by_profile)
 
 
-def measure(*, quick: bool, say: Any = print) -> dict[str, Any]:
-    """Every case priced: the part's figures (JSON-ready)."""
-    settings = Settings.at_defaults()
+@cache
+def _conversations(quick: bool) -> list[ReplayedConversation]:
     conversations = replayed_conversations(200, seed=SEED)
-    if quick:
-        conversations = conversations[::QUICK_EVERY]
-    started = time.monotonic()
-    cases = []
-    for case in CASES:
-        say(f"part 8: the model's bill, {case.name}")
-        tallies, by_profile = price_case(case, conversations, settings)
-        base = tallies["sliding"]
-        row: dict[str, Any] = {
-            "case": case.name,
-            "pauses": case.pauses,
-            "sensitivity": case.rules != BASELINE_RULES,
-            "contenders": {name: tallies[name].figures(base) for name in CONTENDERS},
+    return conversations[::QUICK_EVERY] if quick else conversations
+
+
+def case_row(job: tuple[int, bool]) -> dict[str, Any]:
+    """Case ``CASES[index]`` priced (over the quick run's conversations when ``quick``)."""
+    index, quick = job
+    case = CASES[index]
+    tallies, by_profile = price_case(case, _conversations(quick), Settings.at_defaults())
+    base = tallies["sliding"]
+    model = case.model
+    row: dict[str, Any] = {
+        "case": case.name,
+        "pauses": case.pauses,
+        "sensitivity": case.rules != BASELINE_RULES or model is not None,
+        "model": None if model is None else {
+            "key": model.key, "min_tokens": model.min_tokens,
+            "prefix_tokens": model.prefix_tokens, "model": model.model,
+            "model_id": model.model_id if case.configured else None,
+        },
+        "contenders": {name: tallies[name].figures(base) for name in CONTENDERS},
+    }  # fmt: skip
+    if index == 0:
+        row["by_profile"] = {
+            profile: {name: t[name].figures(t["sliding"]) for name in CONTENDERS}
+            for profile, t in sorted(by_profile.items())
         }
-        if case == CASES[0]:
-            row["by_profile"] = {
-                profile: {name: t[name].figures(t["sliding"]) for name in CONTENDERS}
-                for profile, t in sorted(by_profile.items())
-            }
-        cases.append(row)
+    return row
+
+
+def measure(*, quick: bool, say: Any = print, jobs: int | None = None) -> dict[str, Any]:
+    """Every case priced, ``jobs`` processes sharing them: the part's figures (JSON-ready)."""
+    settings = Settings.at_defaults()
+    conversations = _conversations(quick)
+    jobs = jobs or max(1, min(os.cpu_count() or 1, 4))
+    say(f"part 8: the model's bill, {len(CASES)} cases in {jobs} processes")
+    started = time.monotonic()
+    work = [(index, quick) for index in range(len(CASES))]
+    if jobs <= 1:
+        cases = [case_row(job) for job in work]
+    else:
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            cases = list(pool.map(case_row, work))
     headroom = settings.anchor_headroom
     return {
         "command": ".venv/bin/python -m bench.parts.model_bill" + (" --quick" if quick else ""),

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench.reports.sections import table
+
 NAMES = {
     "sliding": "sliding (the default mode)",
     "cache-aligned": "**cache-aligned** (`HISTORY_CACHE_TTL=adaptive`, the default)",
@@ -88,12 +90,27 @@ def _shares(title: str, rows: list[tuple[str, dict[str, Any]]], names: list[str]
     ]
 
 
+def _classes(cases: list[dict[str, Any]], names: list[str]) -> list[str]:
+    rows = []
+    for c in cases:
+        f, aligned = c["contenders"], c["contenders"]["cache-aligned"]
+        rows.append([c["case"], f"{f['sliding']['billed_per_turn']:,.0f}",
+                     *(f"{f[n]['billed_share']:.1%}" for n in names if n != "sliding"),
+                     f"{aligned['history_share']:.1%}",
+                     aligned.get("above_own_sliding_count", "–")])  # fmt: skip
+    heads = ["class", "sliding, billed units / turn",
+             *(COLUMNS[n] for n in names if n != "sliding"), "history seen",
+             "above their own sliding bill"]  # fmt: skip
+    return table(heads, rows)
+
+
 def section(doc: dict[str, Any], rel: str = "benchmarks") -> list[str]:
     """The part's section of docs/BENCHMARKS.md."""
     names = list(NAMES)
     baseline = doc["cases"][0]
     paces = _paces(doc)
-    sensitivity = [c for c in doc["cases"] if c not in paces]
+    classes = [c for c in doc["cases"] if c.get("model")]
+    sensitivity = [c for c in doc["cases"] if c not in paces and c not in classes]
     lines = [
         "## 8. The model's bill: input tokens under the prompt cache",
         "",
@@ -132,10 +149,17 @@ def section(doc: dict[str, Any], rel: str = "benchmarks") -> list[str]:
         "",
         *_shares("profile", list(baseline["by_profile"].items()), names),
         "",
-        "**Sensitivity** (the mixed paces; `PROMPT_CACHE_MIN_TOKENS` set to each minimum; % "
-        "of sliding's billed input).",
+        "**Sensitivity** (the mixed paces; % of sliding's billed input).",
         "",
         *_shares("case", [(c["case"], c["contenders"]) for c in sensitivity], names),
+        "",
+        "**Model classes** (the mixed paces; the cache's minimum / the model stage's own prefix, "
+        "in tokens, the stage configured with `MODEL_ID` a model of the class and "
+        "`MODEL_PREFIX_TOKENS` the prefix, or without either; % of sliding's billed input, "
+        "history seen and conversations above their own sliding bill for the default "
+        "cache-aligned mode).",
+        "",
+        *_classes(classes, names),
         "",
         f"![billed input per turn by contender and case]({rel}/model_bill.png)",
     ]

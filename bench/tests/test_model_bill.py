@@ -8,6 +8,7 @@ from datetime import timedelta
 
 import pytest
 
+from bench.load.model_classes import CLASSES, UNSET_CLASSES
 from bench.load.replay import (
     START,
     FoldTrack,
@@ -18,6 +19,7 @@ from bench.load.replay import (
     replay_plans,
     replayed_conversations,
 )
+from bench.parts import model_bill
 from bench.parts.cache_bill import Tally, floor_edge, stepped_window
 from worker.caching.bill_model import TurnCost
 from worker.memory import HistoryMessage, Window
@@ -81,7 +83,7 @@ def test_the_tally_shares_are_of_the_sliding_bill_in_all_and_per_conversation() 
 
     assert figures["billed_share"] == pytest.approx(0.8)
     assert figures["read_share"] == pytest.approx(0.8)
-    assert figures["above_own_sliding"] == 0.5
+    assert (figures["above_own_sliding"], figures["above_own_sliding_count"]) == (0.5, 1)
     assert figures["worst_ratio"] == pytest.approx(1.2)
     assert (figures["fold_gap_turns"], figures["reanchors_per_turn"]) == (2, 1.0)
 
@@ -110,3 +112,24 @@ def test_each_question_and_answer_is_stamped_with_its_turns_time_in_whole_second
     assert [m.created_at for m in stamped.messages] == [
         START + timedelta(seconds=s) for s in (10, 10, 70, 70)
     ]
+
+
+def test_each_model_class_is_a_case_priced_with_its_rules_and_planned_as_deployed() -> None:
+    """GIVEN part 8's cases THEN each model class is one, its rules the class's minimum and
+    model stage prefix (with its point), its plans the stage's under MODEL_ID and
+    MODEL_PREFIX_TOKENS; the unset classes once more with the defaults' 1,024 and no prefix."""
+    classes = [case for case in model_bill.CASES if case.model is not None]
+    assert [c.model.key for c in classes if c.configured] == [m.key for m in CLASSES]
+    assert [c.model.key for c in classes if not c.configured] == list(UNSET_CLASSES)
+    for case in classes:
+        assert case.pauses == "mixed" and case.rules.system_prompt_cache_point
+        assert (case.rules.min_prefix_tokens, case.rules.system_prompt_tokens) == (
+            case.model.min_tokens,
+            case.model.prefix_tokens,
+        )
+        config = model_bill.plan_config(SETTINGS, case, "cache-aligned")
+        planned = (config.min_tokens, config.model_prefix_tokens, config.cache_aligned)
+        expected = (
+            (case.model.min_tokens, case.model.prefix_tokens) if case.configured else (1_024, 0)
+        )
+        assert planned == (*expected, True)
