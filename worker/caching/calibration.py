@@ -7,8 +7,8 @@ fitted so that few bills cannot mislead it:
 
 - **a prior**: before any bill, the offset is ``MODEL_PREFIX_TOKENS`` and the ratio 1; the
   fit is pulled towards them (the ratio firmly: tokenizers differ from ``chars/4`` by a fifth
-  at most; the offset as firmly as the setting is known, loosely without it), so one or two
-  bills whose estimates barely differ move the offset, not the ratio;
+  at most; the offset loosely, by as much as the setting says, so a wrong setting gives way),
+  so one or two bills whose estimates barely differ move the offset, not the ratio;
 - **bounds**: the ratio within :data:`RATIO_BOUNDS`, the offset never negative;
 - **outliers rejected**: a bill far off the line of the others (by :data:`OUTLIER_SCALES`
   robust scales) is left out;
@@ -32,10 +32,11 @@ from worker.caching.bills import ModelUsage
 CALIBRATION_SAMPLES = 12
 #: The ratio's bounds: tokenizers read legal English at 3.4 to 4.7 characters a token.
 RATIO_BOUNDS = (0.6, 1.6)
-#: The prior's spread: the ratio's, and the offset's when MODEL_PREFIX_TOKENS is set (a share
-#: of it, at least a few tokens) or not (wide: the bills decide).
+#: The prior's spread: the ratio's, and the offset's when MODEL_PREFIX_TOKENS is set (as much
+#: as the setting itself, at least a few tokens: a setting the bills contradict must give way
+#: within a bill or two) or not (wide: the bills decide).
 RATIO_SPREAD = 0.25
-OFFSET_SPREAD_SHARE = 0.25
+OFFSET_SPREAD_SHARE = 1.0
 OFFSET_SPREAD_MIN = 50.0
 OFFSET_SPREAD_UNKNOWN = 20_000.0
 #: A bill's own noise: a share of its real tokens, at least a few.
