@@ -46,8 +46,9 @@ class Observation:
     ``alive``: the entries alive at the command's ``sent_at`` (None: not known, the newest
     answer carries no bill or there is no ``sent_at``). ``cold``: every entry is dead by the
     evidence: the longest life the newest answer's call wrote or renewed has passed since it
-    (on the producers' clock), or more than the longest TTL has; without its bill, the newest
-    question is more than the longest TTL older than ``sent_at``. ``no_1h``: the model takes
+    (on the producers' clock), or more than the longest TTL has; or, as without its bill, the
+    newest question is more than the longest TTL older than ``sent_at`` (and the bills say
+    nothing is alive). ``no_1h``: the model takes
     no ``1h``, or the conversation's ``1h`` writes came back ``5m``
     (:data:`DOWNGRADES_TO_STOP_1H` times on the page; only bills with ``cacheDetails`` say).
     ``min_tokens``: the model's minimum as the bills show it (a point that reached the
@@ -127,8 +128,12 @@ def observe(
         alive = history.alive_at(sent_at)
         since = sent_at - newest.usage.answered_at
         lives = timedelta(seconds=newest.lives)
-        cold = (newest.lives > 0 and since > lives + ALIVE_MARGIN) or since > (
-            LONGEST_TTL + ALIVE_MARGIN
+        # Dead by the lives the newest call wrote or renewed, or by the longest life; or, as
+        # without bills, the newest question more than the longest life ago and nothing alive.
+        cold = (
+            (newest.lives > 0 and since > lives + ALIVE_MARGIN)
+            or since > LONGEST_TTL + ALIVE_MARGIN
+            or (unbilled_cold and not alive)
         )
     downgrades = sum(a.downgraded for a in history.answers)
     return Observation(
