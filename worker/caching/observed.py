@@ -142,7 +142,7 @@ def observe(
         cold=cold,
         no_1h=not offers_1h or downgrades >= DOWNGRADES_TO_STOP_1H,
         check=(
-            check(newest, _before(history, newest), calibration, min_tokens=working)
+            check(newest, _before(history, newest, messages), calibration, min_tokens=working)
             if newest is not None
             else None
         ),
@@ -153,7 +153,19 @@ def observe(
     )
 
 
-def _before(history: CacheHistory, answer: AnswerReplay) -> AnswerReplay | None:
-    """The replayed answer just before ``answer``, if it is on the page with its bill."""
-    earlier = [a for a in history.answers if a.usage.seq < answer.usage.seq]
-    return earlier[-1] if earlier else None
+def _before(
+    history: CacheHistory, answer: AnswerReplay, messages: Sequence[HistoryMessage]
+) -> AnswerReplay | None:
+    """The replayed answer just before ``answer``: the page's previous answer, when its bill
+    is there (an answer stored without one between them leaves the previous prompt unknown)."""
+    seqs = sorted(m.seq for m in messages)
+    roles = {m.seq: m.role for m in messages}
+    firsts = [
+        seq
+        for index, seq in enumerate(seqs)
+        if roles[seq] == "assistant" and index > 0 and roles[seqs[index - 1]] == "user"
+    ]
+    earlier = [seq for seq in firsts if seq < answer.usage.seq]
+    if not earlier:
+        return None
+    return history.of(earlier[-1])

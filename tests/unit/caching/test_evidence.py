@@ -63,9 +63,10 @@ def learn(
     sent_at: datetime | None,
     **config: int,
 ) -> Observation:
+    answers = tuple(HistoryMessage(u.seq, "assistant", "a") for u in usages)
     return observe(
         usages,
-        messages,
+        (*answers, *messages),
         newest_answer_seq=usages[0].seq if usages else None,
         sent_at=sent_at,
         min_tokens=config.get("min_tokens", MIN),

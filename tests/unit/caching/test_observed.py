@@ -179,16 +179,29 @@ def test_a_read_renews_the_entry_it_found_for_its_ttl() -> None:
 def checked(
     newest: ModelUsage, *earlier: ModelUsage, prefix: int = 0, min_tokens: int = MIN
 ) -> CacheCheck | None:
-    """The check the turn after ``newest`` makes (the bills newest first, no stamped question:
-    the clocks agree), with the model stage's own prefix ``prefix`` known."""
+    """The check the turn after ``newest`` makes (the bills newest first, on a page of their
+    answers and the questions before them, none stamped: the clocks agree), with the model
+    stage's own prefix ``prefix`` known."""
     return observe(
         [newest, *earlier],
-        (),
+        exchanges_of(newest, *earlier),
         newest_answer_seq=newest.seq,
         sent_at=None,
         min_tokens=min_tokens,
         model_prefix_tokens=prefix,
     ).check
+
+
+def exchanges_of(*usages: ModelUsage) -> tuple[HistoryMessage, ...]:
+    """The page of the answers billed ``usages`` (newest first): each with its question just
+    before it, unstamped."""
+    page = []
+    for usage in usages:
+        page += [
+            HistoryMessage(usage.seq, "assistant", "a"),
+            HistoryMessage(usage.seq - 1, "user", "q"),
+        ]
+    return tuple(page)
 
 
 def cause_of(newest: ModelUsage, *earlier: ModelUsage, prefix: int = 0) -> Cause | None:
