@@ -83,6 +83,20 @@ def test_the_prior_holds_the_offset_the_deployment_named_until_the_bills_say_oth
     assert moved.offset == pytest.approx(2_000, abs=60)
 
 
+def test_a_setting_the_bills_contradict_gives_way_at_the_first_bill() -> None:
+    """GIVEN MODEL_PREFIX_TOKENS = 2,500 while the model stage puts 60 tokens before the view
+    and its tokenizer reads 4.68 characters a token (chars / 4 overcounts by 17%), WHEN one
+    bill arrives, THEN the calibration counts a 4,000-token estimate as the model does (60 +
+    4,000 / 1.17 = 3,479) to 1%, its ratio near the tokenizer's: a prior held as firmly as a
+    quarter of the setting pinned the ratio at its lower bound and undercounted by 7%, and
+    then kept points as cacheable that the model put below its minimum."""
+    real = 60 + 4_000 / 1.17
+    for estimates in ([3_000], [3_000, 2_800]):
+        calibration = calibrate(on_line(estimates, offset=60, ratio=1 / 1.17), prior_offset=2_500)
+        assert calibration.tokens(4_000) == pytest.approx(real, rel=0.01)
+        assert calibration.ratio == pytest.approx(1 / 1.17, abs=0.05)
+
+
 def test_only_the_newest_bills_are_fitted() -> None:
     newest = [billed(100 - i, 2_000 + 100 * i, 2_000 + 100 * i) for i in range(CALIBRATION_SAMPLES)]
     older = [billed(50 - i, 2_000, 4_000) for i in range(5)]

@@ -369,6 +369,18 @@ def test_a_newest_prompt_that_cached_nothing_does_not_make_the_cache_cold() -> N
     assert not observation.cold
 
 
+def test_bills_that_show_nothing_alive_keep_the_hours_rule_of_a_page_without_them() -> None:
+    """GIVEN the newest prompt cached nothing (its one point below the minimum), WHEN the
+    command comes just over an hour after the newest question, THEN the cache is cold, as it
+    would be with no bill at all: nothing the bills show is alive, and a window kept for it
+    would be billed whole at the write price, where the same turn without bills re-anchors."""
+    small = bill(2, T0, expecting(0, ("5m", 800)))
+    late = learn(small, newest_answer_seq=2, sent_at=T0 + timedelta(minutes=60, seconds=15))
+    assert late.alive == ()
+    assert late.cold
+    assert learn(sent_at=T0 + timedelta(minutes=60, seconds=15)).cold
+
+
 def test_a_write_of_a_few_tokens_past_the_read_makes_an_entry() -> None:
     """GIVEN a turn that read the previous turn's 2,000-token entry and wrote the 51 tokens
     of its new exchange, WHEN the next command comes two minutes later, THEN both entries
