@@ -156,8 +156,14 @@ def plan_turn(
     questions = [m.created_at for m in reversed(page.messages) if m.role == "user"]
     pace = read_pace(questions, sent_at)
     setting, minimum = config.cache_ttl, config.min_tokens
-    ttls = choose_ttls(shape, pace, setting=setting, min_tokens=minimum, observed=observed,
-                       min_tokens_stated=config.min_tokens_stated)  # fmt: skip
+    ttls = choose_ttls(
+        shape,
+        pace,
+        setting=setting,
+        min_tokens=minimum,
+        observed=observed,
+        min_tokens_stated=config.min_tokens_stated,
+    )
     read = expected_read(shape, ttls, setting=setting, min_tokens=minimum, observed=observed)
     view = with_cache_ttls(view, ttls.ttls)
     return TurnPlan(
