@@ -67,7 +67,9 @@ class PlanConfig:
     """What a turn's decision depends on beyond what it read: the window's limits, the
     mode, in the cache-aligned mode the headroom and the cache lifetimes' setting, and what
     the stage knows of its model: the cache's minimum prefix, whether it takes ``1h``, and
-    the model stage's own prefix (its system prompt and tools), the calibration's prior."""
+    the model stage's own prefix (its system prompt and tools), the calibration's prior.
+    ``min_tokens_stated``: the minimum is the deployment's (``MODEL_ID`` or
+    ``PROMPT_CACHE_MIN_TOKENS``), not the default guessed without either."""
 
     limits: WindowLimits
     cache_aligned: bool
@@ -76,6 +78,7 @@ class PlanConfig:
     min_tokens: int
     offers_1h: bool = True
     model_prefix_tokens: int = 0
+    min_tokens_stated: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,7 +156,14 @@ def plan_turn(
     questions = [m.created_at for m in reversed(page.messages) if m.role == "user"]
     pace = read_pace(questions, sent_at)
     setting, minimum = config.cache_ttl, config.min_tokens
-    ttls = choose_ttls(shape, pace, setting=setting, min_tokens=minimum, observed=observed)
+    ttls = choose_ttls(
+        shape,
+        pace,
+        setting=setting,
+        min_tokens=minimum,
+        observed=observed,
+        min_tokens_stated=config.min_tokens_stated,
+    )
     read = expected_read(shape, ttls, setting=setting, min_tokens=minimum, observed=observed)
     view = with_cache_ttls(view, ttls.ttls)
     return TurnPlan(

@@ -395,6 +395,7 @@ class Settings(BaseSettings):
             min_tokens=self.cache_min_tokens,
             offers_1h=self.cache_offers_1h,
             model_prefix_tokens=self.model_prefix_tokens,
+            min_tokens_stated=self.model_id is not None or self.prompt_cache_min_tokens is not None,
         )
 
     @property

@@ -23,6 +23,9 @@ the conversation's pace and the turn's shape:
   finds the read, or may: the prefix shared with the previous turn), and a point
   whose prefix cannot reach ``min_tokens`` caches nothing: its segment joins the next
   point's, and it takes that point's TTL (legal, and free).
+- The model stage's own prefix: when it reaches a stated ``min_tokens`` alone, it is an
+  entry of its own, written on a turn that reads nothing of the view, with the view's
+  longest TTL, and read again at the next re-anchor; its write and that read are priced too.
 
 A written point makes an entry that holds the whole prefix before it, for its TTL; a
 point that writes nothing (its prefix is read) makes none, and its TTL changes nothing
@@ -127,13 +130,16 @@ class PointShape:
 @dataclass(frozen=True, slots=True)
 class TurnShape:
     """The view's cache points in order along the prompt, the tokens of prefix this turn's
-    prompt shares with the previous turn's (0: none, e.g. a new summary), and the view's
+    prompt shares with the previous turn's (0: none, e.g. a new summary), the view's
     points as the payload names them (their prefixes' identities: what the bills' entries
-    are matched against)."""
+    are matched against), and how many gaps from now the window is expected to re-anchor
+    (:func:`turns_to_reanchor`)."""
 
     points: tuple[PointShape, ...]
     shared: int = 0
     named: tuple[ExpectedPoint, ...] = ()
+    #: The gaps until the window is expected to re-anchor (the next turn's is the first).
+    reanchor_in: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +182,19 @@ def reuse_chance(window: Window, limits: WindowLimits, current: str) -> float:
     return sum(answer <= room for answer in sample) / len(sample)
 
 
+def turns_to_reanchor(window: Window, limits: WindowLimits, current: str) -> int:
+    """How many gaps from now the window is expected to re-anchor: the turns that keep its
+    anchor while exchanges like this question and the window's last few answers still fit
+    the budget (tokens and messages), plus the one that does not."""
+    question = estimate_tokens(trim_message(current, limits.message_max_tokens))
+    answers = [estimate_tokens(m.content) for m in window.messages if m.role == "assistant"]
+    sample = answers[-REUSE_SAMPLE:] or [question]
+    growth = max(1.0, question + sum(sample) / len(sample))
+    by_tokens = int(max(0, limits.max_tokens - window.estimated_tokens) // growth)
+    by_messages = max(0, limits.max_messages - window.kept) // 2
+    return min(by_tokens, by_messages) + 1
+
+
 def turn_shape(
     view: ConverseView,
     window: Window,
@@ -211,7 +230,8 @@ def turn_shape(
         )
     elif summary_shared:
         shared = summary_tokens
-    return TurnShape(points, shared, view_points(view))
+    reanchor_in = 1 if outcome == "fallback" else turns_to_reanchor(window, limits, current)
+    return TurnShape(points, shared, view_points(view), reanchor_in)
 
 
 def choose_ttls(
@@ -221,13 +241,18 @@ def choose_ttls(
     setting: HistoryCacheTtl,
     min_tokens: int,
     observed: Observation = NOTHING_OBSERVED,
+    min_tokens_stated: bool = False,
 ) -> TtlChoice:
     """The TTL of each point of ``shape`` under ``setting`` (see the module's docstring).
 
     ``observed`` is what the page's stored bills say (:func:`worker.caching.observed.observe`):
     the calibrated tokens decide which prefixes reach ``min_tokens``, whether an entry is
     alive replaces the guess of the previous turn's TTL, and a conversation whose ``1h``
-    writes came back as ``5m`` is not offered ``1h``. Without bills it changes nothing."""
+    writes came back as ``5m`` is not offered ``1h``. Without bills it changes nothing.
+
+    ``min_tokens_stated``: ``min_tokens`` is the deployment's, not a guess; only then is the
+    model stage's own prefix, when it reaches it alone, priced as an entry of its own
+    (:func:`_head`): under a guessed minimum below the model's, its premium buys nothing."""
     count = len(shape.points)
     five = _every("5m", count)
     if setting != "adaptive":
@@ -243,7 +268,12 @@ def choose_ttls(
         lives = previous is not None and pace.gaps[-1] <= _LIFE[previous] - HIT_MARGIN_SECONDS
         read = shape.shared if lives else 0
     candidates = _CANDIDATES_NO_1H if observed.no_1h else _CANDIDATES
-    best = _optimise(shape, pace, cacheable, read, candidates)
+    head = (
+        _head(shape, pace, read, max(min_tokens, observed.min_tokens), observed)
+        if min_tokens_stated
+        else None
+    )
+    best = _optimise(shape, pace, cacheable, read, candidates, head)
     return TtlChoice(_spread(best, cacheable, count), "expected_cost", pace, read)
 
 
@@ -292,6 +322,49 @@ def cacheable_points(shape: TurnShape, min_tokens: int, observed: Observation) -
     return cacheable
 
 
+@dataclass(frozen=True, slots=True)
+class _Head:
+    """The model stage's own prefix (its system prompt and tools, before the view) on a turn
+    that writes it: its real tokens, and by the life its entry would get the chance that it
+    is still alive when it is next read, at the window's next re-anchor."""
+
+    tokens: float
+    chance: dict[CacheTtl, float]
+
+
+def _head(
+    shape: TurnShape, pace: Pace, read: int, minimum: int, observed: Observation
+) -> _Head | None:
+    """The model stage's own prefix when it is an entry of its own that this turn writes: it
+    reaches the minimum alone (the calibration's offset: ``MODEL_PREFIX_TOKENS``, then the
+    bills), and nothing of the view is read, so neither is it.
+
+    Its point takes the longest TTL of the view's (the contract), and its entry is renewed
+    only when a read ends there: a turn that keeps the anchor reads the view's longer entry
+    instead. So it is read again, and renewed for the life it was written with, at the next
+    re-anchor, a few gaps away: a ``5m`` entry seldom lives that long, and once written
+    ``5m`` it stays so, each re-anchor then writing it again at 1.25x what a read costs 0.1x.
+    None when it caches nothing alone or is not written."""
+    if read > 0 or observed.calibration.offset < minimum:
+        return None
+    runs = _runs(pace.gaps, shape.reanchor_in)
+    chance: dict[CacheTtl, float] = {
+        "5m": _share(runs, _LIFE["5m"], PRIOR_FIVE_MINUTES),
+        "1h": _share(runs, _LIFE["1h"], PRIOR_ONE_HOUR),
+    }
+    return _Head(observed.calibration.offset, chance)
+
+
+def _runs(gaps: Sequence[float], count: int) -> list[float]:
+    """The lengths of the runs of ``count`` consecutive gaps among ``gaps`` (fewer gaps than
+    that: their total, scaled to ``count`` of them)."""
+    if not gaps:
+        return []
+    if len(gaps) < count:
+        return [sum(gaps) * count / len(gaps)]
+    return [sum(gaps[i : i + count]) for i in range(len(gaps) - count + 1)]
+
+
 def _every(ttl: CacheTtl, count: int) -> tuple[PointTtl, ...]:
     return tuple(ttl for _ in range(count))
 
@@ -320,6 +393,7 @@ def _optimise(
     cacheable: Sequence[int],
     read: int,
     candidates: tuple[PointTtl, ...] = _CANDIDATES,
+    head: _Head | None = None,
 ) -> tuple[PointTtl, ...]:
     """The non-increasing TTLs of the cacheable points with the least expected cost.
 
@@ -328,6 +402,8 @@ def _optimise(
     nothing costs nothing whatever its TTL. The entry this turn reads from is renewed for
     the life it was written with, which is not known here: it is given no credit (so the
     policy errs towards protecting what it writes). Of equal costs, the shorter TTL.
+    ``head``: the model stage's own prefix, written this turn with the view's longest TTL
+    (:func:`_head`).
     """
     segments = []
     start = 0
@@ -355,6 +431,14 @@ def _optimise(
             if written > 0:
                 protect = ttl
             cost += _WRITE[ttl] * written - reused * pace.within(protect) * _HIT_SAVES * tokens
+        if head is not None:
+            # Written with the view's longest TTL; read next turn inside the view's first
+            # entry (when that turn reuses it and the entry lives), and at the next re-anchor
+            # from its own entry, which only a read ending there renews.
+            life: CacheTtl = "1h" if "1h" in ttls else "5m"
+            read_next = segments[0][2] * pace.within(protect) if segments else 0.0
+            saved = (read_next + head.chance[life]) * _HIT_SAVES
+            cost += (_WRITE[life] - saved) * head.tokens
         if cost < best_cost:
             best, best_cost = ttls, cost
     return best

@@ -17,7 +17,10 @@ from worker.caching.lifetimes import (
     choose_ttls,
     read_pace,
     ttl_order_is_legal,
+    turns_to_reanchor,
 )
+from worker.memory import HistoryMessage
+from worker.memory.history_window import Window, WindowLimits
 
 #: A summary point (1,200 tokens before it) and the history's (4,000), both likely reused.
 STEADY = (PointShape(1200, 1.0), PointShape(4000, 1.0))
@@ -117,3 +120,20 @@ def test_the_ttls_never_increase_along_the_view_and_one_is_given_per_point(
     assert ttl_order_is_legal(choice.ttls)
     ranks = [("1h", "5m", None).index(ttl) for ttl in choice.ttls]
     assert ranks == sorted(ranks)  # dropped points come last, after every kept one
+
+
+def test_the_next_reanchor_is_as_many_gaps_away_as_exchanges_still_fit() -> None:
+    """A window of 1,000 tokens under a 3,500 budget, exchanges of about 600: four more
+    turns keep the anchor, the fifth re-anchors; with the message cap one turn from full,
+    the next one does."""
+    limits = WindowLimits(max_tokens=3500, max_messages=40, floor_messages=4,
+                          message_max_tokens=2000)  # fmt: skip
+    messages = tuple(
+        HistoryMessage(seq, "user" if seq % 2 else "assistant", "x" * (400 if seq % 2 else 2000))
+        for seq in range(1, 3)
+    )
+    window = Window(messages, dropped=0, trimmed=0, estimated_tokens=1000,
+                    floor_overrode_budget=False)  # fmt: skip
+    assert turns_to_reanchor(window, limits, "q" * 400) == 5
+    full = WindowLimits(max_tokens=4000, max_messages=3, floor_messages=2, message_max_tokens=2000)
+    assert turns_to_reanchor(window, full, "q" * 400) == 1

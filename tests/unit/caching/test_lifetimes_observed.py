@@ -193,3 +193,43 @@ def test_without_bills_every_choice_and_expected_read_is_the_one_without_the_arg
         plain,
         **args,  # type: ignore[arg-type]
     )
+
+
+# --- the model stage's own prefix, an entry of its own ---------------------------------------
+
+#: A re-anchoring turn: a new summary's point (500 estimated tokens before it) and the
+#: history's (2,500), nothing shared with the previous prompt, the next re-anchor 4 gaps away.
+REANCHOR = TurnShape((PointShape(500, 1.0), PointShape(2500, 1.0)), 0, reanchor_in=4)
+
+
+def prefix_of(tokens: float) -> Observation:
+    """Bills that put ``tokens`` of the model stage's own before the view, and say no entry
+    is alive (the turn writes its whole prompt, the model stage's prefix included)."""
+    return Observation(calibration=Calibration(offset=tokens, samples=5), alive=())
+
+
+@pytest.mark.parametrize("gaps", [DELIBERATE, BRISK], ids=["deliberate", "brisk"])
+def test_a_turn_that_writes_the_model_stages_own_prefix_gives_it_the_hour(
+    gaps: tuple[float, ...],
+) -> None:
+    """GIVEN a model stage prefix of 2,500 tokens, over the 1,024 minimum on its own, WHEN a
+    turn that reads nothing writes it, THEN the view's first point takes ``1h``, and so does
+    the model stage's own point (the contract): only a read ending there renews that entry,
+    and the next is at the next re-anchor, several gaps on, which a ``5m`` entry seldom
+    outlives (part 10, 1,024 / 2,500: each re-anchor then wrote the prefix again)."""
+    choice = choose_ttls(REANCHOR, pace(*gaps), setting="adaptive", min_tokens=MIN,
+                         observed=prefix_of(2500), min_tokens_stated=True)  # fmt: skip
+    assert choice.ttls == ("1h", "5m")
+
+
+@pytest.mark.parametrize(
+    ("offset", "stated"), [(300, True), (2500, False)], ids=["below-minimum", "minimum-guessed"]
+)
+def test_the_model_stages_prefix_counts_only_when_it_caches_alone_by_a_stated_minimum(
+    offset: float, stated: bool
+) -> None:
+    """A prefix below the minimum is no entry of its own; nor is one judged against the
+    minimum guessed without MODEL_ID (the model's may be higher): the choice is the view's."""
+    choice = choose_ttls(REANCHOR, pace(*DELIBERATE), setting="adaptive", min_tokens=MIN,
+                         observed=prefix_of(offset), min_tokens_stated=stated)  # fmt: skip
+    assert choice.ttls == ("5m", "5m")
