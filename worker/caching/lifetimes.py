@@ -133,7 +133,7 @@ class TurnShape:
     prompt shares with the previous turn's (0: none, e.g. a new summary), the view's
     points as the payload names them (their prefixes' identities: what the bills' entries
     are matched against), and how many gaps from now the window is expected to re-anchor
-    (:func:`turns_to_reanchor`)."""
+    (:func:`outlook`)."""
 
     points: tuple[PointShape, ...]
     shared: int = 0
@@ -166,33 +166,37 @@ class TtlChoice:
         return out
 
 
-#: The answers whose sizes stand for the next one, in :func:`reuse_chance`.
+#: The answers whose sizes stand for the next one, in :func:`outlook`.
 REUSE_SAMPLE = 6
 
 
-def reuse_chance(window: Window, limits: WindowLimits, current: str) -> float:
-    """The chance that the next turn keeps this window's anchor: that this turn's question
-    and an answer like the window's last few still fit the budget (tokens and messages)."""
-    if window.kept + 2 > limits.max_messages:
-        return 0.0
+@dataclass(frozen=True, slots=True)
+class Outlook:
+    """What the budget leaves the window's anchor, from exchanges like this turn's question
+    and the window's last few answers: ``reuse``, the chance that the next turn keeps it
+    (that one more such exchange fits, tokens and messages); ``reanchor_in``, how many gaps
+    from now it is expected to re-anchor (the turns that keep it, plus the one that does
+    not)."""
+
+    reuse: float
+    reanchor_in: int
+
+
+def outlook(window: Window, limits: WindowLimits, current: str) -> Outlook:
+    """The window's :class:`Outlook` with ``current`` as this turn's question."""
     question = estimate_tokens(trim_message(current, limits.message_max_tokens))
     answers = [estimate_tokens(m.content) for m in window.messages if m.role == "assistant"]
     sample = answers[-REUSE_SAMPLE:] or [question]
     room = limits.max_tokens - window.estimated_tokens - question
-    return sum(answer <= room for answer in sample) / len(sample)
-
-
-def turns_to_reanchor(window: Window, limits: WindowLimits, current: str) -> int:
-    """How many gaps from now the window is expected to re-anchor: the turns that keep its
-    anchor while exchanges like this question and the window's last few answers still fit
-    the budget (tokens and messages), plus the one that does not."""
-    question = estimate_tokens(trim_message(current, limits.message_max_tokens))
-    answers = [estimate_tokens(m.content) for m in window.messages if m.role == "assistant"]
-    sample = answers[-REUSE_SAMPLE:] or [question]
+    reuse = (
+        sum(answer <= room for answer in sample) / len(sample)
+        if window.kept + 2 <= limits.max_messages
+        else 0.0
+    )
     growth = max(1.0, question + sum(sample) / len(sample))
     by_tokens = int(max(0, limits.max_tokens - window.estimated_tokens) // growth)
     by_messages = max(0, limits.max_messages - window.kept) // 2
-    return min(by_tokens, by_messages) + 1
+    return Outlook(reuse, min(by_tokens, by_messages) + 1)
 
 
 def turn_shape(
@@ -217,7 +221,9 @@ def turn_shape(
     prefixes = cache_point_prefixes(view)
     has_summary = bool(view.system)
     summary_tokens = prefixes[0] if has_summary and prefixes else 0
-    history = 0.0 if outcome == "fallback" else reuse_chance(window, limits, current)
+    # A fallback view keeps no anchor: nothing of it is reused, and the next turn re-anchors.
+    ahead = Outlook(0.0, 1) if outcome == "fallback" else outlook(window, limits, current)
+    history = ahead.reuse
     summary = history + (1.0 - history) * (behind == 0)
     points = tuple(
         PointShape(prefix, summary if has_summary and index == 0 else history)
@@ -230,8 +236,7 @@ def turn_shape(
         )
     elif summary_shared:
         shared = summary_tokens
-    reanchor_in = 1 if outcome == "fallback" else turns_to_reanchor(window, limits, current)
-    return TurnShape(points, shared, view_points(view), reanchor_in)
+    return TurnShape(points, shared, view_points(view), ahead.reanchor_in)
 
 
 def choose_ttls(

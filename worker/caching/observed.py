@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from itertools import pairwise
 
 from worker.caching.bills import ExpectedPoint, ModelUsage
 from worker.caching.calibration import Calibration, calibrate, prior
@@ -158,14 +159,10 @@ def _before(
 ) -> AnswerReplay | None:
     """The replayed answer just before ``answer``: the page's previous answer, when its bill
     is there (an answer stored without one between them leaves the previous prompt unknown)."""
-    seqs = sorted(m.seq for m in messages)
-    roles = {m.seq: m.role for m in messages}
-    firsts = [
-        seq
-        for index, seq in enumerate(seqs)
-        if roles[seq] == "assistant" and index > 0 and roles[seqs[index - 1]] == "user"
+    ordered = sorted(messages, key=lambda m: m.seq)
+    earlier = [
+        later.seq
+        for first, later in pairwise(ordered)
+        if first.role == "user" and later.role == "assistant" and later.seq < answer.usage.seq
     ]
-    earlier = [seq for seq in firsts if seq < answer.usage.seq]
-    if not earlier:
-        return None
-    return history.of(earlier[-1])
+    return history.of(earlier[-1]) if earlier else None

@@ -15,9 +15,9 @@ from worker.caching.lifetimes import (
     PointShape,
     TurnShape,
     choose_ttls,
+    outlook,
     read_pace,
     ttl_order_is_legal,
-    turns_to_reanchor,
 )
 from worker.memory import HistoryMessage
 from worker.memory.history_window import Window, WindowLimits
@@ -134,6 +134,6 @@ def test_the_next_reanchor_is_as_many_gaps_away_as_exchanges_still_fit() -> None
     )
     window = Window(messages, dropped=0, trimmed=0, estimated_tokens=1000,
                     floor_overrode_budget=False)  # fmt: skip
-    assert turns_to_reanchor(window, limits, "q" * 400) == 5
+    assert outlook(window, limits, "q" * 400).reanchor_in == 5
     full = WindowLimits(max_tokens=4000, max_messages=3, floor_messages=2, message_max_tokens=2000)
-    assert turns_to_reanchor(window, full, "q" * 400) == 1
+    assert outlook(window, full, "q" * 400).reanchor_in == 1
