@@ -47,6 +47,7 @@ def settings(**overrides: Any) -> Settings:
         model_queue_url="http://127.0.0.1:1/q/model",
         compaction_queue_url="http://127.0.0.1:1/q/compaction",
         history_table="history",
+        ledger_table="ledger",
         **overrides,
     )
 

@@ -182,7 +182,7 @@ def type_of(annotation: Any) -> str:
         return " or ".join(type_of(arg) for arg in present) + ", optional"
     if origin is tuple and args[1:] == (Ellipsis,):
         return f"{type_of(args[0])}s, comma-separated"
-    names = {str: "string", int: "integer", float: "number"}
+    names = {str: "string", int: "integer", float: "number", bool: "`true` or `false`"}
     if annotation in names:
         return names[annotation]
     raise ValueError(f"no rendering for the type {annotation!r}")

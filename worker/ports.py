@@ -5,6 +5,8 @@ the unit tests implement them in memory.
 from __future__ import annotations
 
 import hashlib
+import hmac
+import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -95,10 +97,31 @@ class DeleteFailure:
     code: str
 
 
-def message_digest(message: str) -> str:
-    """What the ledger keeps of a command's message: the SHA-256 of its UTF-8 text, in hex.
-    Never the text; never ``sent_at``, which a producer's retry may stamp anew."""
-    return hashlib.sha256(message.encode("utf-8")).hexdigest()
+@dataclass(frozen=True, slots=True)
+class MessageDigest:
+    """What the ledger keeps of a command's message: an HMAC-SHA256 of its UTF-8 text keyed
+    by a salt drawn for its record alone (both in hex). Never the text; never ``sent_at``,
+    which a producer's retry may stamp anew. The salt is the record's own, so equal questions
+    in two records have unequal digests, and no table of digests computed once finds a
+    question in any record."""
+
+    salt: str
+    value: str
+
+    @classmethod
+    def drawn(cls, message: str) -> MessageDigest:
+        """The digest of ``message`` under a new random salt (128 bits)."""
+        salt = secrets.token_hex(16)
+        return cls(salt, salted_digest(salt, message))
+
+    def matches(self, message: str) -> bool:
+        """Whether ``message`` is the message this digest was made of."""
+        return hmac.compare_digest(self.value, salted_digest(self.salt, message))
+
+
+def salted_digest(salt: str, message: str) -> str:
+    """HMAC-SHA256 of ``message`` (UTF-8) keyed by ``salt``, in hex."""
+    return hmac.new(salt.encode("ascii"), message.encode("utf-8"), hashlib.sha256).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +133,8 @@ class CommandClaim:
 
     state: Literal["started", "done", "busy", "reused"]
     lease_until: datetime | None = None
+    #: The record's digest of the message, when ``started``: the done mark carries it on.
+    digest: MessageDigest | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +146,7 @@ class CommandHold:
     command_id: str
     owner: str
 
-    def done(self, now: datetime, digest: str | None = None) -> DoneMark:
+    def done(self, now: datetime, digest: MessageDigest | None = None) -> DoneMark:
         """This hold's :class:`DoneMark`, stamped ``now``."""
         return DoneMark(self.conversation_id, self.command_id, self.owner, now, digest)
 
@@ -135,18 +160,19 @@ class DoneMark:
     command_id: str
     owner: str
     now: datetime
-    digest: str | None = None
+    digest: MessageDigest | None = None
 
 
 class CommandLedger(Protocol):
     """Idempotency on ``command_id``: who is forwarding a command, and whether it is done.
 
-    ``digest`` is the command's :func:`message_digest`: the record keeps it, so a delivery
-    of the same id with another message is told apart from a redelivery. A record without
-    one (a :class:`DoneMark` without one) answers every delivery of its id as a redelivery."""
+    ``message`` is the command's message: the record keeps its :class:`MessageDigest`, so a
+    delivery of the same id with another message is told apart from a redelivery. A record
+    without one (a :class:`DoneMark` without one) answers every delivery of its id as a
+    redelivery."""
 
     async def begin(
-        self, hold: CommandHold, *, lease: timedelta, now: datetime, digest: str
+        self, hold: CommandHold, *, lease: timedelta, now: datetime, message: str
     ) -> CommandClaim: ...
 
     async def renew(self, hold: CommandHold, *, lease: timedelta, now: datetime) -> bool: ...
@@ -164,9 +190,9 @@ class ForwardingLedger:
         self._inner = inner
 
     async def begin(
-        self, hold: CommandHold, *, lease: timedelta, now: datetime, digest: str
+        self, hold: CommandHold, *, lease: timedelta, now: datetime, message: str
     ) -> CommandClaim:
-        return await self._inner.begin(hold, lease=lease, now=now, digest=digest)
+        return await self._inner.begin(hold, lease=lease, now=now, message=message)
 
     async def renew(self, hold: CommandHold, *, lease: timedelta, now: datetime) -> bool:
         return await self._inner.renew(hold, lease=lease, now=now)

@@ -51,9 +51,36 @@ class Settings(BaseSettings):
     )
     history_table: str = Field(
         min_length=1,
-        description="Name of the DynamoDB history table (`pk`/`sk`): the messages, each "
-        "conversation's state and the command ledger.",
+        description="Name of the DynamoDB history table (`pk`/`sk`) the writer owns: the "
+        "messages and each conversation's state. The stage reads it and updates only its own "
+        "attributes of `state`.",
     )
+    ledger_table: str = Field(
+        min_length=1,
+        description="Name of the stage's own DynamoDB table for its command records "
+        "(idempotency, leases): `pk` (S) the conversation id, `sk` (S) `cmd#<command_id>`, TTL "
+        "on `expires_at`. Never the history table.",
+    )
+    ledger_legacy_reads: bool = Field(
+        default=False,
+        description="While the ledger moves out of the history table: a new command's claim "
+        "also reads the record the previous release kept there (`cmd#<command_id>`), so a "
+        "command it forwarded or still holds is neither sent twice nor lost. Off once the "
+        "converse queue's retention has passed since the move (docs/DEPLOY.md).",
+    )
+
+    @model_validator(mode="after")
+    def _ledger_apart_from_the_history(self) -> Self:
+        """LEDGER_TABLE != HISTORY_TABLE: the history table is the writer's, and the stage's
+        role may not write its records there."""
+        if self.ledger_table == self.history_table:
+            raise ValueError(
+                f"LEDGER_TABLE ({self.ledger_table}) must not be HISTORY_TABLE: the history "
+                "table belongs to the writer, and the stage keeps its command records in a "
+                "table of its own"
+            )
+        return self
+
     payload_bucket: str | None = Field(
         default=None,
         description="S3 bucket for bodies over PAYLOAD_INLINE_MAX_BYTES, which inbound "
@@ -343,6 +370,7 @@ class Settings(BaseSettings):
             model_queue_url=unset,
             compaction_queue_url=unset,
             history_table=unset,
+            ledger_table="unset-ledger",
         )
 
     @property

@@ -31,7 +31,7 @@ from worker.adapters.ledger import DynamoCommandLedger
 from worker.adapters.sqs import OutboundMessage, SqsQueue
 from worker.app.runtime import aws_clients
 from worker.memory import CompactionPlan, FoldState
-from worker.ports import CommandHold, DoneMark, FoldClaim, ReceivedMessage, message_digest
+from worker.ports import CommandHold, DoneMark, FoldClaim, ReceivedMessage
 from worker.settings import load_settings
 from worker.turn.commands import ConverseCommand, compaction_request, encode_body
 
@@ -59,7 +59,7 @@ async def replay(args: argparse.Namespace, payloads: dict[str, list[Any]]) -> No
         model_queue = SqsQueue(sqs, settings.model_queue_url)
         compaction_queue = SqsQueue(sqs, settings.compaction_queue_url)
         history = DynamoHistoryStore(dynamodb, settings.history_table)
-        ledger = DynamoCommandLedger(dynamodb, settings.history_table)
+        ledger = DynamoCommandLedger(dynamodb, settings.ledger_table)
 
         async def compact(conversation_id: str, command_id: str, through: int) -> None:
             """The worker's first claim on a seeded state (no request mark yet), then the
@@ -85,11 +85,11 @@ async def replay(args: argparse.Namespace, payloads: dict[str, list[Any]]) -> No
                 if not messages:
                     continue
                 work: list[tuple[str, str, str, int, ReceivedMessage]] = []
-                digests: dict[str, str] = {}
+                questions: dict[str, str] = {}
                 for message in messages:
                     command = json.loads(message.body)
                     command_id = command["command_id"]
-                    digests[command_id] = message_digest(command["message"])
+                    questions[command_id] = command["message"]
                     conversation_id, body, through = payloads[command_id]
                     work.append((command_id, conversation_id, body, through, message))
                 now = datetime.now(UTC)
@@ -99,13 +99,14 @@ async def replay(args: argparse.Namespace, payloads: dict[str, list[Any]]) -> No
                             CommandHold(w[1], w[0], owner),
                             lease=LEASE,
                             now=now,
-                            digest=digests[w[0]],
+                            message=questions[w[0]],
                         )
                         for w in work
                     )
                 )
                 # A copy moto delivered twice: the lane that claimed it serves it; this one goes.
                 copies = [w[4] for w, c in zip(work, claims, strict=True) if c.state != "started"]
+                digests = {w[0]: c.digest for w, c in zip(work, claims, strict=True)}
                 work = [w for w, c in zip(work, claims, strict=True) if c.state == "started"]
                 if copies:
                     await converse.delete_batch(copies)

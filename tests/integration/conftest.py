@@ -144,7 +144,7 @@ class Stack:
                 MaxNumberOfMessages=10,
                 WaitTimeSeconds=1,
                 MessageAttributeNames=["All"],
-                MessageSystemAttributeNames=["AWSTraceHeader"],
+                MessageSystemAttributeNames=["AWSTraceHeader", "SentTimestamp"],
             )
             messages = response.get("Messages", [])
             for message in messages:

@@ -78,7 +78,8 @@ async def test_the_worker_serves_turns_through_the_keyed_stack_unchanged(
     key_and_outputs: tuple[str, dict[str, str]],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A turn reads the history and keeps the ledger in the keyed table, receives from and
+    """A turn reads the history from the keyed table and keeps the ledger in the stack's
+    ledger table, receives from and
     sends to the keyed queues (its dead-letter queue included), reads a producer's payload
     from the keyed bucket and offloads its own large prompt there."""
     key, outputs = key_and_outputs
@@ -90,6 +91,7 @@ async def test_the_worker_serves_turns_through_the_keyed_stack_unchanged(
         "MODEL_QUEUE_URL": outputs["ModelQueueUrl"],
         "COMPACTION_QUEUE_URL": outputs["CompactionQueueUrl"],
         "HISTORY_TABLE": KEYED_TABLE,
+        "LEDGER_TABLE": outputs["LedgerTableName"],
         "PAYLOAD_BUCKET": outputs["PayloadBucketName"],
     }
     bucket = env["PAYLOAD_BUCKET"]
@@ -130,7 +132,7 @@ async def test_the_worker_serves_turns_through_the_keyed_stack_unchanged(
         assert dead["Body"] == "{not a command"
         for command_id in ("c-kms", "c-kms-large"):  # the ledger's records, in the keyed table
             record = await clients.dynamodb.get_item(
-                TableName=KEYED_TABLE,
+                TableName=env["LEDGER_TABLE"],
                 Key={"pk": {"S": "matter-kms"}, "sk": {"S": f"cmd#{command_id}"}},
                 ConsistentRead=True,
             )

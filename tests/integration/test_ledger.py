@@ -1,4 +1,5 @@
-"""The command ledger on DynamoDB: who forwards a command, and whether it is done."""
+"""The command ledger on DynamoDB, in the stage's own table: who forwards a command, and
+whether it is done."""
 
 from __future__ import annotations
 
@@ -11,10 +12,9 @@ import pytest
 
 from tests.conftest import captured_logs
 from tests.integration.conftest import Stack, body_of, exchanges, running_worker
-from worker.adapters.dynamodb import DynamoHistoryStore
 from worker.adapters.ledger import DynamoCommandLedger
 from worker.delivery.done_marks import BatchingLedger
-from worker.ports import CommandHold, DoneMark, message_digest
+from worker.ports import CommandHold, DoneMark, MessageDigest
 from worker.turn.stage import REUSED_ID
 
 pytestmark = pytest.mark.integration
@@ -22,7 +22,6 @@ pytestmark = pytest.mark.integration
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 LEASE = timedelta(seconds=60)
 QUESTION = "PRIVILEGED: what does clause 14.2 say about termination?"
-ASKED = message_digest(QUESTION)
 
 
 def hold(command_id: str, owner: str) -> CommandHold:
@@ -32,15 +31,15 @@ def hold(command_id: str, owner: str) -> CommandHold:
 
 @pytest.fixture
 def ledger(stack: Stack) -> DynamoCommandLedger:
-    return DynamoCommandLedger(stack.clients.dynamodb, stack.env["HISTORY_TABLE"])
+    return DynamoCommandLedger(stack.clients.dynamodb, stack.env["LEDGER_TABLE"])
 
 
 async def test_a_new_command_is_started_and_a_second_claim_finds_it_busy(
     ledger: DynamoCommandLedger,
 ) -> None:
-    first = await ledger.begin(hold("c1", "w1"), lease=LEASE, now=NOW, digest=ASKED)
+    first = await ledger.begin(hold("c1", "w1"), lease=LEASE, now=NOW, message=QUESTION)
     second = await ledger.begin(
-        hold("c1", "w2"), lease=LEASE, now=NOW + timedelta(seconds=5), digest=ASKED
+        hold("c1", "w2"), lease=LEASE, now=NOW + timedelta(seconds=5), message=QUESTION
     )
     assert first.state == "started"
     assert second.state == "busy"
@@ -50,9 +49,9 @@ async def test_a_new_command_is_started_and_a_second_claim_finds_it_busy(
 async def test_an_expired_lease_is_taken_over_and_the_old_owner_loses_it(
     ledger: DynamoCommandLedger,
 ) -> None:
-    await ledger.begin(hold("c2", "w1"), lease=LEASE, now=NOW, digest=ASKED)
+    await ledger.begin(hold("c2", "w1"), lease=LEASE, now=NOW, message=QUESTION)
     later = NOW + LEASE + timedelta(seconds=1)
-    taken = await ledger.begin(hold("c2", "w2"), lease=LEASE, now=later, digest=ASKED)
+    taken = await ledger.begin(hold("c2", "w2"), lease=LEASE, now=later, message=QUESTION)
     assert taken.state == "started"
     assert not await ledger.renew(hold("c2", "w1"), lease=LEASE, now=later)
     assert await ledger.renew(hold("c2", "w2"), lease=LEASE, now=later)
@@ -63,56 +62,53 @@ async def test_a_turn_run_again_takes_its_own_live_claim_and_no_one_elses(
 ) -> None:
     """A turn held through a brownout runs again under the same owner (this worker, this
     delivery) after its abandon failed: its own live lease is its own (issue 25)."""
-    await ledger.begin(hold("c9", "w1/m9/1"), lease=LEASE, now=NOW, digest=ASKED)
+    await ledger.begin(hold("c9", "w1/m9/1"), lease=LEASE, now=NOW, message=QUESTION)
     soon = NOW + timedelta(seconds=5)
     assert (
-        await ledger.begin(hold("c9", "w1/m9/1"), lease=LEASE, now=soon, digest=ASKED)
+        await ledger.begin(hold("c9", "w1/m9/1"), lease=LEASE, now=soon, message=QUESTION)
     ).state == "started"
     assert (
-        await ledger.begin(hold("c9", "w2/m9/2"), lease=LEASE, now=soon, digest=ASKED)
+        await ledger.begin(hold("c9", "w2/m9/2"), lease=LEASE, now=soon, message=QUESTION)
     ).state == "busy"
-    await ledger.finish(DoneMark("m", "c9", "w1/m9/1", soon, ASKED))
+    await ledger.finish(DoneMark("m", "c9", "w1/m9/1", soon, None))
     assert (
-        await ledger.begin(hold("c9", "w1/m9/1"), lease=LEASE, now=soon, digest=ASKED)
+        await ledger.begin(hold("c9", "w1/m9/1"), lease=LEASE, now=soon, message=QUESTION)
     ).state == "done"
 
 
 async def test_a_done_command_stays_done(ledger: DynamoCommandLedger, stack: Stack) -> None:
-    await ledger.begin(hold("c3", "w1"), lease=LEASE, now=NOW, digest=ASKED)
-    await ledger.finish(DoneMark("m", "c3", "w1", NOW, ASKED))
+    claim = await ledger.begin(hold("c3", "w1"), lease=LEASE, now=NOW, message=QUESTION)
+    await ledger.finish(DoneMark("m", "c3", "w1", NOW, claim.digest))
     far_later = NOW + timedelta(days=1)
     assert (
-        await ledger.begin(hold("c3", "w2"), lease=LEASE, now=far_later, digest=ASKED)
+        await ledger.begin(hold("c3", "w2"), lease=LEASE, now=far_later, message=QUESTION)
     ).state == "done"
-    item = (
-        await stack.clients.dynamodb.get_item(
-            TableName=stack.env["HISTORY_TABLE"],
-            Key={"pk": {"S": "m"}, "sk": {"S": "cmd#c3"}},
-        )
-    )["Item"]
+    item = await command_record(stack, "m", "c3")
     assert item["status"] == {"S": "done"}
-    assert item["message_sha256"] == {"S": ASKED}  # a later delivery is still told apart
+    assert stored_digest(item).matches(QUESTION)  # a later delivery is still told apart
+    assert "message_sha256" not in item  # no unsalted digest at rest
     assert int(item["expires_at"]["N"]) >= int((NOW + timedelta(days=14)).timestamp())
 
 
 async def test_an_abandoned_lease_can_be_taken_at_once(ledger: DynamoCommandLedger) -> None:
-    await ledger.begin(hold("c4", "w1"), lease=LEASE, now=NOW, digest=ASKED)
+    await ledger.begin(hold("c4", "w1"), lease=LEASE, now=NOW, message=QUESTION)
     await ledger.abandon(hold("c4", "w1"))
     assert (
-        await ledger.begin(hold("c4", "w2"), lease=LEASE, now=NOW, digest=ASKED)
+        await ledger.begin(hold("c4", "w2"), lease=LEASE, now=NOW, message=QUESTION)
     ).state == "started"
 
 
-async def test_command_records_stay_out_of_the_history_page(
+async def test_command_records_live_in_the_ledger_table_never_in_the_history(
     ledger: DynamoCommandLedger, stack: Stack
 ) -> None:
     await stack.seed("m", [("user", "q"), ("assistant", "a")])
-    await ledger.begin(hold("c5", "w1"), lease=LEASE, now=NOW, digest=ASKED)
-    page = await DynamoHistoryStore(stack.clients.dynamodb, stack.env["HISTORY_TABLE"]).load_page(
-        "m", 27
-    )
-    assert [m.seq for m in page.messages] == [2, 1]
-    assert page.malformed == ()
+    await ledger.begin(hold("c5", "w1"), lease=LEASE, now=NOW, message=QUESTION)
+    history = await stack.clients.dynamodb.scan(TableName=stack.env["HISTORY_TABLE"])
+    assert sorted(item["sk"]["S"] for item in history["Items"]) == [
+        "msg#000000000001",
+        "msg#000000000002",
+    ]
+    assert (await command_record(stack, "m", "c5"))["status"] == {"S": "in_progress"}
 
 
 async def test_done_marks_written_together_each_make_their_command_done(
@@ -121,15 +117,21 @@ async def test_done_marks_written_together_each_make_their_command_done(
     """Twelve turns' done marks through the batching ledger (BatchWriteItem on the wire):
     a redelivery of any of them is then found done."""
     ids = [f"c-batch-{i}" for i in range(12)]
-    for command_id in ids:
-        await ledger.begin(hold(command_id, "w1"), lease=LEASE, now=NOW, digest=ASKED)
+    digests = {
+        c: (await ledger.begin(hold(c, "w1"), lease=LEASE, now=NOW, message=QUESTION)).digest
+        for c in ids
+    }
     batching = BatchingLedger(ledger)
     try:
-        await asyncio.gather(*(batching.finish(DoneMark("m", c, "w1", NOW, ASKED)) for c in ids))
+        await asyncio.gather(
+            *(batching.finish(DoneMark("m", c, "w1", NOW, digests[c])) for c in ids)
+        )
     finally:
         await batching.close()
     later = NOW + timedelta(hours=1)
-    claims = [await ledger.begin(hold(c, "w2"), lease=LEASE, now=later, digest=ASKED) for c in ids]
+    claims = [
+        await ledger.begin(hold(c, "w2"), lease=LEASE, now=later, message=QUESTION) for c in ids
+    ]
     assert {claim.state for claim in claims} == {"done"}
 
 
@@ -137,25 +139,24 @@ async def test_an_expired_lease_on_another_message_is_refused_as_reused_not_take
     ledger: DynamoCommandLedger, stack: Stack
 ) -> None:
     """The takeover's condition holds the digest: the id's first message keeps its record."""
-    await ledger.begin(hold("c6", "w1"), lease=LEASE, now=NOW, digest=ASKED)
+    await ledger.begin(hold("c6", "w1"), lease=LEASE, now=NOW, message=QUESTION)
     later = NOW + LEASE + timedelta(seconds=1)
-    other = message_digest("And clause 15?")
     assert (
-        await ledger.begin(hold("c6", "w2"), lease=LEASE, now=later, digest=other)
+        await ledger.begin(hold("c6", "w2"), lease=LEASE, now=later, message="And clause 15?")
     ).state == "reused"
     item = await command_record(stack, "m", "c6")
-    assert (item["owner"], item["message_sha256"]) == ({"S": "w1"}, {"S": ASKED})
+    assert item["owner"] == {"S": "w1"} and stored_digest(item).matches(QUESTION)
     assert await ledger.renew(hold("c6", "w1"), lease=LEASE, now=later)
 
 
-async def test_an_expired_lease_on_a_record_without_a_digest_is_taken_over_and_gets_one(
+async def test_an_expired_lease_on_a_record_without_a_digest_is_taken_over(
     ledger: DynamoCommandLedger, stack: Stack
 ) -> None:
-    await stack.put_items([old_record("m", "c7", "in_progress", lease_until=NOW)])
+    await put_records(stack, [old_record("m", "c7", "in_progress", lease_until=NOW)])
     later = NOW + timedelta(seconds=1)
-    taken = await ledger.begin(hold("c7", "w2"), lease=LEASE, now=later, digest=ASKED)
-    assert taken.state == "started"
-    assert (await command_record(stack, "m", "c7"))["message_sha256"] == {"S": ASKED}
+    taken = await ledger.begin(hold("c7", "w2"), lease=LEASE, now=later, message=QUESTION)
+    assert (taken.state, taken.digest) == ("started", None)
+    assert (await command_record(stack, "m", "c7"))["owner"] == {"S": "w2"}
 
 
 # The real worker over the ledger: a redelivery, an id reused, a record of the old shape.
@@ -186,9 +187,18 @@ def old_record(
     }
 
 
+def stored_digest(item: dict[str, Any]) -> MessageDigest:
+    return MessageDigest(item["digest_salt"]["S"], item["message_digest"]["S"])
+
+
+async def put_records(stack: Stack, records: list[dict[str, Any]]) -> None:
+    for record in records:
+        await stack.clients.dynamodb.put_item(TableName=stack.env["LEDGER_TABLE"], Item=record)
+
+
 async def command_record(stack: Stack, conversation_id: str, command_id: str) -> dict[str, Any]:
     response = await stack.clients.dynamodb.get_item(
-        TableName=stack.env["HISTORY_TABLE"],
+        TableName=stack.env["LEDGER_TABLE"],
         Key={"pk": {"S": conversation_id}, "sk": {"S": f"cmd#{command_id}"}},
         ConsistentRead=True,
     )
@@ -211,7 +221,7 @@ async def test_the_same_command_twice_is_forwarded_once_and_the_second_is_a_dupl
     assert [e["command_id"] for e in logs if e["event"] == "clerk.converse_command_duplicate"] == [
         "c-twice"
     ]
-    assert (await command_record(stack, "matter-l", "c-twice"))["message_sha256"] == {"S": ASKED}
+    assert stored_digest(await command_record(stack, "matter-l", "c-twice")).matches(QUESTION)
     assert await stack.depth(await stack.dead_letter_url()) == 0
 
 
@@ -240,7 +250,7 @@ async def test_an_id_reused_for_another_message_goes_to_the_dead_letter_queue_wi
     assert [e for e in logs if e["event"] == "clerk.converse_command_duplicate"] == []
     assert "PRIVILEGED" not in repr(logs)
     # The record is still the first message's: a redelivery of it stays a duplicate.
-    assert (await command_record(stack, "matter-l", "c-reused"))["message_sha256"] == {"S": ASKED}
+    assert stored_digest(await command_record(stack, "matter-l", "c-reused")).matches(QUESTION)
 
 
 async def test_a_record_without_a_digest_answers_the_command_as_a_duplicate(
@@ -249,7 +259,7 @@ async def test_a_record_without_a_digest_answers_the_command_as_a_duplicate(
     """A ``done`` record written before records kept a digest cannot be compared: the
     command is deleted as a duplicate, nothing forwarded, nothing dead-lettered."""
     await stack.seed("matter-l", exchanges(2))
-    await stack.put_items([old_record("matter-l", "c-old", "done")])
+    await put_records(stack, [old_record("matter-l", "c-old", "done")])
     with captured_logs() as logs:
         async with running_worker(stack.settings()):
             await stack.send_raw(command("c-old", "PRIVILEGED: any question at all"))

@@ -96,6 +96,7 @@ def test_a_configuration_error_stops_worker_run_with_the_reason(
         "MODEL_QUEUE_URL": "http://127.0.0.1:9/q/model",
         "COMPACTION_QUEUE_URL": "http://127.0.0.1:9/q/compaction",
         "HISTORY_TABLE": "mira-history",
+        "LEDGER_TABLE": "mira-ledger",
         "PATH": os.environ.get("PATH", ""),
     }
     result = subprocess.run(
@@ -151,6 +152,7 @@ async def test_bootstrap_prints_the_env_lines_and_is_idempotent(stack: Stack) ->
         "MODEL_QUEUE_URL",
         "COMPACTION_QUEUE_URL",
         "HISTORY_TABLE",
+        "LEDGER_TABLE",
         "PAYLOAD_BUCKET",
     }
     assert lines["CONVERSE_QUEUE_URL"].endswith("/other-converse")

@@ -12,6 +12,7 @@ REQUIRED = {
     "MODEL_QUEUE_URL": "http://127.0.0.1:1/123/model",
     "COMPACTION_QUEUE_URL": "http://127.0.0.1:1/123/compaction",
     "HISTORY_TABLE": "mira-history",
+    "LEDGER_TABLE": "mira-ledger",
 }
 
 

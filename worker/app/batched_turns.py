@@ -15,7 +15,6 @@ from worker.delivery.done_marks import BatchingLedger
 from worker.ports import CommandLedger, MessageSender, MessageSource
 
 if TYPE_CHECKING:  # the stubs are a dev dependency: nothing of them runs
-    from types_aiobotocore_dynamodb import DynamoDBClient
     from types_aiobotocore_sqs import SQSClient
 
 #: The longest a prompt waits for the rest of its received batch to reach their sends: a
@@ -54,7 +53,7 @@ class BatchedTurns:
 
 
 def batched_turns(
-    sqs: SQSClient, dynamodb: DynamoDBClient, *, model_queue_url: str, table: str
+    sqs: SQSClient, ledger: DynamoCommandLedger, *, model_queue_url: str
 ) -> BatchedTurns:
     cohorts = Cohorts()
     prompts = BatchingSender(
@@ -62,6 +61,6 @@ def batched_turns(
         max_linger=PROMPT_MAX_LINGER_SECONDS,
         coming=cohorts.sends_coming,
     )
-    marks = BatchingLedger(DynamoCommandLedger(dynamodb, table), coming=cohorts.marks_coming)
+    marks = BatchingLedger(ledger, coming=cohorts.marks_coming)
     cohorts.on_give_up(sends=prompts.nudge, marks=marks.nudge)
     return BatchedTurns(cohorts, prompts, marks)

@@ -1,7 +1,10 @@
 """The contract's resources, defined once: ``worker bootstrap``, the demo, the tests and the
 LocalStack compose file all create them from here.
 
-Creation is idempotent: what exists is left as it is.
+Some are the stage's own (the converse queue and its dead-letter queue, the ledger table,
+the payload bucket); the others belong to the stages beside it (the history table, the model
+and compaction queues) and are created here only for a stack of one's own: a demo, the tests,
+a test account. Creation is idempotent: what exists is left as it is.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ SOURCE_RETENTION_SECONDS = 345_600
 #: with its first enqueue time and deletes it that long after it, so a dead-letter queue must
 #: keep a message longer than its source queue did.
 DEAD_LETTER_RETENTION_SECONDS = 1_209_600
-#: Attribute DynamoDB's TTL reads on the command records (epoch seconds).
+#: Attribute DynamoDB's TTL reads on the ledger's command records (epoch seconds).
 TTL_ATTRIBUTE = "expires_at"
 
 
@@ -64,12 +67,17 @@ class Resources:
         return f"{self.prefix}-history"
 
     @property
+    def ledger_table(self) -> str:
+        return f"{self.prefix}-ledger"
+
+    @property
     def bucket(self) -> str:
         return f"{self.prefix}-payloads"
 
 
 def history_table_definition(name: str) -> CreateTableInputTypeDef:
-    """CreateTable arguments of the contract's history table: ``pk``/``sk``, on demand."""
+    """CreateTable arguments of the contract's history table: ``pk``/``sk``, on demand. The
+    ledger table has the same key schema (:func:`ledger_table_definition`)."""
     return {
         "TableName": name,
         "KeySchema": [
@@ -82,6 +90,32 @@ def history_table_definition(name: str) -> CreateTableInputTypeDef:
         ],
         "BillingMode": "PAY_PER_REQUEST",
     }
+
+
+def ledger_table_definition(name: str) -> CreateTableInputTypeDef:
+    """CreateTable arguments of the stage's ledger table: ``pk``/``sk``, on demand (its TTL
+    on :data:`TTL_ATTRIBUTE` is set once the table exists)."""
+    return history_table_definition(name)
+
+
+async def create_table(
+    dynamodb: DynamoDBClient, definition: CreateTableInputTypeDef, *, ttl: bool
+) -> None:
+    """Create the table if absent, waiting until it exists; with ``ttl``, expiring items at
+    :data:`TTL_ATTRIBUTE`."""
+    name = definition["TableName"]
+    if name in (await dynamodb.list_tables())["TableNames"]:
+        return
+    await dynamodb.create_table(**definition)
+    # Every second, not the waiter's 20: a local endpoint makes a table in under one.
+    await dynamodb.get_waiter("table_exists").wait(
+        TableName=name, WaiterConfig={"Delay": 1, "MaxAttempts": 120}
+    )
+    if ttl:
+        await dynamodb.update_time_to_live(
+            TableName=name,
+            TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE},
+        )
 
 
 def dead_letter_name(queue_name: str) -> str:
@@ -111,7 +145,7 @@ async def create_resources(
     *,
     region: str,
 ) -> dict[str, str]:
-    """Create the queues (each with a DLQ and redrive), the table and the bucket if absent.
+    """Create the queues (each with a DLQ and redrive), the tables and the bucket if absent.
 
     Returns the environment lines that point the stage at them.
     """
@@ -136,15 +170,10 @@ async def create_resources(
         queue = await sqs.create_queue(QueueName=spec.name, Attributes=attributes)
         env[spec.env] = queue["QueueUrl"]
 
-    existing_tables = (await dynamodb.list_tables())["TableNames"]
-    if resources.table not in existing_tables:
-        await dynamodb.create_table(**history_table_definition(resources.table))
-        await dynamodb.get_waiter("table_exists").wait(TableName=resources.table)
-        await dynamodb.update_time_to_live(
-            TableName=resources.table,
-            TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE},
-        )
+    await create_table(dynamodb, history_table_definition(resources.table), ttl=False)
     env["HISTORY_TABLE"] = resources.table
+    await create_table(dynamodb, ledger_table_definition(resources.ledger_table), ttl=True)
+    env["LEDGER_TABLE"] = resources.ledger_table
 
     existing_buckets = {b["Name"] for b in (await s3.list_buckets()).get("Buckets", [])}
     if resources.bucket not in existing_buckets:

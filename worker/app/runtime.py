@@ -16,6 +16,7 @@ from opentelemetry.trace import TracerProvider
 
 from worker.adapters.dynamodb import DynamoHistoryStore
 from worker.adapters.ledger import DynamoCommandLedger
+from worker.adapters.legacy_ledger import LegacyRecords
 from worker.adapters.probes import TableProbe
 from worker.adapters.s3 import S3ObjectStore
 from worker.adapters.sqs import QueueDescription, SqsQueue
@@ -146,6 +147,15 @@ def offloading(queue: MessageSender, clients: Clients, settings: Settings) -> Of
     )
 
 
+def command_ledger(dynamodb: DynamoDBClient, settings: Settings) -> DynamoCommandLedger:
+    """The ledger in LEDGER_TABLE; with LEDGER_LEGACY_READS, reading the previous release's
+    records in the history table too."""
+    legacy = (
+        LegacyRecords(dynamodb, settings.history_table) if settings.ledger_legacy_reads else None
+    )
+    return DynamoCommandLedger(dynamodb, settings.ledger_table, legacy=legacy)
+
+
 def build_stage(
     clients: Clients,
     settings: Settings,
@@ -157,7 +167,7 @@ def build_stage(
     """The stage over the real adapters; command leases last one visibility timeout."""
     return ConverseStage(
         history=DynamoHistoryStore(clients.dynamodb, settings.history_table),
-        ledger=ledger or DynamoCommandLedger(clients.dynamodb, settings.history_table),
+        ledger=ledger or command_ledger(clients.dynamodb, settings),
         model_queue=offloading(
             model_queue or SqsQueue(clients.sqs, settings.model_queue_url), clients, settings
         ),
@@ -252,9 +262,8 @@ async def run_worker(
         # BatchWriteItem calls.
         batched = batched_turns(
             clients.sqs,
-            clients.dynamodb,
+            command_ledger(clients.dynamodb, settings),
             model_queue_url=settings.model_queue_url,
-            table=settings.history_table,
         )
         stage = build_stage(
             clients,

@@ -37,11 +37,11 @@ from worker.ports import (
     FoldClaims,
     HistoryPage,
     HistoryStore,
+    MessageDigest,
     MessageSender,
     ObjectStore,
     ReceivedMessage,
     WindowAnchors,
-    message_digest,
 )
 from worker.settings import Settings
 from worker.telemetry import hooks as telemetry
@@ -133,8 +133,9 @@ class ConverseStage:
     ) -> Outcome:
         ledger = self._ledger
         hold = CommandHold(command.conversation_id, command.command_id, owner)
-        digest = message_digest(command.message)
-        claim = await ledger.begin(hold, lease=self._lease, now=self._clock(), digest=digest)
+        claim = await ledger.begin(
+            hold, lease=self._lease, now=self._clock(), message=command.message
+        )
         if claim.state == "reused":  # a new question under an old id: never a redelivery
             return Rejected(REUSED_ID)
         if claim.state == "done":
@@ -159,13 +160,13 @@ class ConverseStage:
                 await ledger.abandon(hold)
             raise
         try:
-            await self._finish(hold, digest)
+            await self._finish(hold, claim.digest)
         finally:
             self._active.pop(message.message_id, None)
         await self.request_fold(command, forwarded.page, anchor=forwarded.anchor_to_write)
         return Done()
 
-    async def _finish(self, hold: CommandHold, digest: str) -> None:
+    async def _finish(self, hold: CommandHold, digest: MessageDigest | None) -> None:
         """Mark the command done, trying through a short outage (the message's lease is
         kept alive meanwhile). The prompt is out, so a failure never means a retry: that
         would forward it twice. If every try fails, the message is still deleted, and only

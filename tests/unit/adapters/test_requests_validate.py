@@ -27,7 +27,9 @@ from worker.adapters.ledger import (
     command_get_request,
     done_marks_request,
     lease_request,
+    takeover_request,
 )
+from worker.adapters.legacy_ledger import legacy_record_query
 from worker.adapters.sqs import (
     OutboundMessage,
     delete_entries,
@@ -38,7 +40,7 @@ from worker.adapters.sqs import (
 )
 from worker.caching.anchor import WindowAnchor
 from worker.memory import CompactionPlan, FoldState
-from worker.ports import CommandHold, DoneMark, FoldClaim, message_digest
+from worker.ports import CommandHold, DoneMark, FoldClaim, MessageDigest
 
 TABLE = "mira-history"
 QUEUE = "https://sqs.eu-west-1.amazonaws.com/123456789012/mira-model"
@@ -98,16 +100,32 @@ REQUESTS: list[tuple[str, str, str, Mapping[str, Any]]] = [
             CommandHold("matter-1", "c-1", "w-1"),
             lease=timedelta(seconds=60),
             now=NOW,
-            digest=message_digest("q"),
+            digest=MessageDigest.drawn("q"),
         ),
     ),
+    (
+        "takeover",
+        "dynamodb",
+        "UpdateItem",
+        takeover_request(
+            TABLE,
+            CommandHold("matter-1", "c-1", "w-1"),
+            lease=timedelta(seconds=60),
+            now=NOW,
+            digest=MessageDigest.drawn("q"),
+        ),
+    ),
+    ("legacy-record", "dynamodb", "Query", legacy_record_query(TABLE, "matter-1", "c-1")),
     ("lease", "dynamodb", "UpdateItem", lease_request(TABLE, CommandHold("m", "c", "w"), until=0)),
     ("get", "dynamodb", "GetItem", command_get_request(TABLE, "matter-1", "c-1")),
     (
         "done-marks",
         "dynamodb",
         "BatchWriteItem",
-        done_marks_request(TABLE, [DoneMark(f"m-{i}", f"c-{i}", "w-1", NOW) for i in range(25)]),
+        done_marks_request(
+            TABLE,
+            [DoneMark(f"m-{i}", f"c-{i}", "w-1", NOW, MessageDigest.drawn("q")) for i in range(25)],
+        ),
     ),
     (
         "history-items",

@@ -79,6 +79,7 @@ def test_a_1h_ttl_for_a_model_that_does_not_take_it_stops_start_up_naming_both()
             model_queue_url="http://127.0.0.1:1/q/m",
             compaction_queue_url="http://127.0.0.1:1/q/f",
             history_table="history",
+            ledger_table="ledger",
             history_cache_ttl="1h",
             model_id="anthropic.claude-sonnet-4-20250514-v1:0",
         )

@@ -16,7 +16,14 @@ from tests.unit.fakes import NOW, MemoryQueue, memory_stage
 from worker.delivery.outcomes import Done, Rejected, Retry
 from worker.errors import StoreUnavailable
 from worker.memory import FoldState, HistoryMessage
-from worker.ports import CommandClaim, CommandHold, DoneMark, HistoryPage, ReceivedMessage
+from worker.ports import (
+    CommandClaim,
+    CommandHold,
+    DoneMark,
+    HistoryPage,
+    MessageDigest,
+    ReceivedMessage,
+)
 from worker.turn.stage import FINISH_RETRY_DELAYS
 
 LEASE = timedelta(seconds=60)
@@ -27,7 +34,7 @@ class Record:
     status: str
     owner: str
     lease_until: datetime
-    digest: str | None = None
+    digest: MessageDigest | None = None
 
 
 @dataclass
@@ -39,17 +46,18 @@ class MemoryLedger:
     finish_failures: int = 0
 
     async def begin(
-        self, hold: CommandHold, *, lease: timedelta, now: datetime, digest: str
+        self, hold: CommandHold, *, lease: timedelta, now: datetime, message: str
     ) -> CommandClaim:
         record = self.records.get(key(hold))
-        if record is not None and record.digest not in (None, digest):
+        if record is not None and record.digest and not record.digest.matches(message):
             return CommandClaim(state="reused")
         if record is not None and record.status == "done":
             return CommandClaim(state="done")
         if record is not None and record.lease_until >= now:
             return CommandClaim(state="busy", lease_until=record.lease_until)
+        digest = record.digest if record is not None else MessageDigest.drawn(message)
         self.records[key(hold)] = Record("in_progress", hold.owner, now + lease, digest)
-        return CommandClaim(state="started")
+        return CommandClaim(state="started", digest=digest)
 
     async def renew(self, hold: CommandHold, *, lease: timedelta, now: datetime) -> bool:
         record = self._held(hold)
