@@ -15,12 +15,23 @@ action, resource, principal and every condition match:
 - ``Condition``: ``StringEquals``, ``StringLike``, ``ArnEquals`` and ``ArnLike`` (the same
   operator in AWS: both take ``*`` and ``?``, matched segment by segment, so a ``*`` never
   crosses a ``:``) and ``Bool``; every operator and every key must match, any one value of a
-  key is enough; a key absent from the request does not match.
+  key is enough; a key absent from the request does not match;
+- ``…IfExists`` on each of those: a key absent from the request matches, a present one is
+  compared as without the suffix (IAM User Guide, "IAM JSON policy elements: Condition
+  operators", "...IfExists condition operators");
+- ``ForAllValues:`` on each of those, for a multivalued key (a request value that is a list or
+  tuple, such as ``dynamodb:Attributes``): it matches when every value in the request matches
+  at least one value of the policy, and also when the request has no value for the key at
+  all, absent or empty (IAM User Guide, "Single-valued vs. multivalued context keys": "It also
+  returns true if there are no context keys in the request").
 
-What it does not model it refuses rather than guesses: other condition operators and set
-operators (``ForAnyValue:``), ``NotPrincipal``, policy variables (``${aws:username}``). Also
-outside it: SCPs, permission boundaries, session policies and cross-account access (where both
-accounts must allow), none of which this stage's templates use.
+What it does not model it refuses rather than guesses: other condition operators (the negated
+ones, ``Null``, numbers, dates), ``ForAnyValue:`` (no policy here uses it), a set operator
+with ``IfExists``, a set operator on a single-valued key or a plain operator on a multivalued
+one (AWS's reference warns against both), ``NotPrincipal``, policy variables
+(``${aws:username}``). Also outside it: SCPs, permission boundaries, session policies and
+cross-account access (where both accounts must allow), none of which this stage's templates
+use.
 """
 
 from __future__ import annotations
@@ -31,8 +42,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-#: The condition operators this evaluator knows.
+#: The condition operators this evaluator knows (each also with ``IfExists``, and with the
+#: ``ForAllValues:`` set operator for a multivalued key).
 CONDITION_OPERATORS = frozenset({"StringEquals", "StringLike", "ArnEquals", "ArnLike", "Bool"})
+IF_EXISTS = "IfExists"
+FOR_ALL_VALUES = "ForAllValues:"
+
+#: A request context's value: one string, or the strings of a multivalued key.
+ContextValue = str | tuple[str, ...] | list[str]
 
 
 class Decision(enum.Enum):
@@ -57,7 +74,7 @@ class Request:
     action: str
     resource: str
     principal: Principal | None = None
-    context: Mapping[str, str] = field(default_factory=dict)
+    context: Mapping[str, ContextValue] = field(default_factory=dict)
 
 
 def evaluate(policies: Iterable[Mapping[str, Any]], request: Request) -> Decision:
@@ -164,20 +181,41 @@ def _names_aws_principal(candidate: str, arn: str) -> bool:
     return candidate == arn
 
 
-def _conditions_match(conditions: Mapping[str, Any], context: Mapping[str, str]) -> bool:
+def _conditions_match(conditions: Mapping[str, Any], context: Mapping[str, ContextValue]) -> bool:
     by_key = {key.lower(): value for key, value in context.items()}
-    for operator, tests in conditions.items():
-        if operator not in CONDITION_OPERATORS:
-            raise NotImplementedError(f"condition operator {operator!r} is not evaluated")
+    for written, tests in conditions.items():
         for key, wanted in tests.items():
-            actual = by_key.get(key.lower())
-            if actual is None:
-                return False
-            if not any(
-                _condition_value_matches(operator, str(w), actual) for w in _as_list(wanted)
-            ):
+            if not _condition_matches(written, [str(w) for w in _as_list(wanted)], by_key, key):
                 return False
     return True
+
+
+def _condition_matches(
+    written: str, wanted: list[str], context: Mapping[str, ContextValue], key: str
+) -> bool:
+    """One operator's test of one key: plain, ``…IfExists``, or ``ForAllValues:…``."""
+    for_all = written.startswith(FOR_ALL_VALUES)
+    operator = written.removeprefix(FOR_ALL_VALUES)
+    if_exists = operator.endswith(IF_EXISTS)
+    operator = operator.removesuffix(IF_EXISTS)
+    if operator not in CONDITION_OPERATORS or ":" in operator:
+        raise NotImplementedError(f"condition operator {written!r} is not evaluated")
+    if for_all and if_exists:
+        raise NotImplementedError(f"a set operator with IfExists is not evaluated: {written!r}")
+    actual = context.get(key.lower())
+    multivalued = isinstance(actual, list | tuple)
+    if for_all:
+        if actual is not None and not multivalued:
+            raise NotImplementedError(f"{written!r} on the single-valued key {key!r}")
+        # Every value the request has matches one of the policy's; none at all matches too.
+        return all(
+            any(_condition_value_matches(operator, w, a) for w in wanted) for a in actual or ()
+        )
+    if multivalued:
+        raise NotImplementedError(f"{written!r} on the multivalued key {key!r}: use a set operator")
+    if actual is None:
+        return if_exists
+    return any(_condition_value_matches(operator, w, str(actual)) for w in wanted)
 
 
 def _condition_value_matches(operator: str, wanted: str, actual: str) -> bool:

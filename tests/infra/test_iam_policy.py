@@ -255,6 +255,83 @@ def test_a_deny_on_plain_http_denies_only_plain_http() -> None:
     assert evaluate([identity, tls_only], over_http) is Decision.EXPLICIT_DENY
 
 
+# ---------------------------------------------------------------------------- set operators
+
+TABLE = "arn:aws:dynamodb:eu-west-1:111122223333:table/mira-history"
+#: The shape of a statement that lets UpdateItem name only some attributes (DynamoDB Developer
+#: Guide, "Using IAM policy conditions for fine-grained access control").
+ONLY_THESE_ATTRIBUTES = allow(
+    "dynamodb:UpdateItem",
+    TABLE,
+    Condition={
+        "ForAllValues:StringEquals": {"dynamodb:Attributes": ["pk", "sk", "mark"]},
+        "StringEqualsIfExists": {"dynamodb:ReturnValues": ["NONE", "UPDATED_NEW"]},
+    },
+)
+
+
+def update(context: dict[str, Any]) -> Request:
+    return Request("dynamodb:UpdateItem", TABLE, context=context)
+
+
+@pytest.mark.parametrize(
+    ("attributes", "allowed"),
+    [
+        (("pk", "sk", "mark"), True),
+        (("pk", "sk"), True),  # a subset of the policy's values
+        (["mark"], True),  # a list is a multivalued value too
+        (("pk", "sk", "content"), False),  # one value outside the policy's is enough
+        (("content",), False),
+        (("PK", "sk"), False),  # StringEquals is case-sensitive
+    ],
+)
+def test_for_all_values_matches_when_every_request_value_is_one_of_the_policys(
+    attributes: Any, allowed: bool
+) -> None:
+    request = update({"dynamodb:Attributes": attributes})
+    assert is_allowed([policy(ONLY_THESE_ATTRIBUTES)], request) is allowed
+
+
+@pytest.mark.parametrize("context", [{}, {"dynamodb:Attributes": ()}], ids=["absent", "empty"])
+def test_for_all_values_matches_a_request_without_any_value_for_the_key(
+    context: dict[str, Any],
+) -> None:
+    """AWS's documented semantics, and the reason an Allow with ForAllValues needs care: a
+    request that carries no value of the key passes the test."""
+    assert is_allowed([policy(ONLY_THESE_ATTRIBUTES)], update(context))
+
+
+def test_for_all_values_takes_wildcards_with_string_like() -> None:
+    statement = allow(
+        "dynamodb:UpdateItem",
+        TABLE,
+        Condition={"ForAllValues:StringLike": {"dynamodb:Attributes": ["pk", "sk", "window_*"]}},
+    )
+    assert is_allowed([policy(statement)], update({"dynamodb:Attributes": ["pk", "window_a"]}))
+    assert not is_allowed([policy(statement)], update({"dynamodb:Attributes": ["pk", "role"]}))
+
+
+@pytest.mark.parametrize(
+    ("return_values", "allowed"),
+    [(None, True), ("NONE", True), ("UPDATED_NEW", True), ("ALL_OLD", False), ("none", False)],
+)
+def test_if_exists_matches_an_absent_key_and_compares_a_present_one(
+    return_values: str | None, allowed: bool
+) -> None:
+    context: dict[str, Any] = {"dynamodb:Attributes": ("pk", "sk")}
+    if return_values is not None:
+        context["dynamodb:ReturnValues"] = return_values
+    assert is_allowed([policy(ONLY_THESE_ATTRIBUTES)], update(context)) is allowed
+
+
+def test_without_if_exists_an_absent_key_still_does_not_match() -> None:
+    statement = allow(
+        "dynamodb:UpdateItem", TABLE, Condition={"StringEquals": {"dynamodb:ReturnValues": "NONE"}}
+    )
+    assert not is_allowed([policy(statement)], update({}))
+    assert is_allowed([policy(statement)], update({"dynamodb:ReturnValues": "NONE"}))
+
+
 # ---------------------------------------------------------------------------- refusals
 
 
@@ -266,8 +343,28 @@ def test_a_deny_on_plain_http_denies_only_plain_http() -> None:
         allow("s3:GetObject", "arn:aws:s3:::b/${aws:username}/*"),
         {"Effect": "Allow", "NotPrincipal": {"AWS": "1"}, "Action": "s3:*", "Resource": "*"},
         allow("s3:GetObject", "*", Principal={"Federated": "cognito-identity.amazonaws.com"}),
+        allow("s3:GetObject", "*", Condition={"StringEquals": {"aws:TagKeys": "a"}}),
+        allow(
+            "s3:GetObject", "*", Condition={"ForAllValues:StringEquals": {"aws:SourceAccount": "1"}}
+        ),
+        allow(
+            "s3:GetObject",
+            "*",
+            Condition={"ForAllValues:StringEqualsIfExists": {"aws:TagKeys": "a"}},
+        ),
+        allow("s3:GetObject", "*", Condition={"Null": {"aws:TagKeys": "false"}}),
     ],
-    ids=["negated-operator", "set-operator", "policy-variable", "not-principal", "federated"],
+    ids=[
+        "negated-operator",
+        "any-value-set-operator",
+        "policy-variable",
+        "not-principal",
+        "federated",
+        "plain-operator-on-a-multivalued-key",
+        "set-operator-on-a-single-valued-key",
+        "set-operator-with-if-exists",
+        "null",
+    ],
 )
 def test_what_the_evaluator_does_not_model_is_refused_not_guessed(
     statement: dict[str, Any],
@@ -276,7 +373,7 @@ def test_what_the_evaluator_does_not_model_is_refused_not_guessed(
         "s3:GetObject",
         "arn:aws:s3:::b/k",
         Principal("AWS", "arn:aws:iam::111122223333:role/x"),
-        {"aws:SourceAccount": "1"},
+        {"aws:SourceAccount": "1", "aws:TagKeys": ("a",)},
     )
     with pytest.raises(NotImplementedError):
         evaluate([policy(statement)], request)
