@@ -10,7 +10,7 @@ sends), judged from the turns' outcomes (:meth:`Outages.judge`). While one is fa
   recovers. Released, the message would be received again, by this worker or another, and
   each receive walks it towards the dead-letter queue; held, it spends none.
 - the probe is one held turn run again (the real calls, at no receive's cost), or, when
-  none is held, a cheap call of the consumer's own (``probes``: a GetItem, a
+  none is held, a cheap call of the consumer's own (``probes``: a Query, a
   GetQueueAttributes);
 - a success closes the breaker: every held turn runs again and receiving resumes at full
   concurrency.

@@ -30,6 +30,7 @@ from worker.adapters.ledger import (
     takeover_request,
 )
 from worker.adapters.legacy_ledger import legacy_record_query
+from worker.adapters.probes import probe_query
 from worker.adapters.sqs import (
     OutboundMessage,
     delete_entries,
@@ -116,6 +117,7 @@ REQUESTS: list[tuple[str, str, str, Mapping[str, Any]]] = [
         ),
     ),
     ("legacy-record", "dynamodb", "Query", legacy_record_query(TABLE, "matter-1", "c-1")),
+    ("probe", "dynamodb", "Query", probe_query(TABLE)),
     ("lease", "dynamodb", "UpdateItem", lease_request(TABLE, CommandHold("m", "c", "w"), until=0)),
     ("get", "dynamodb", "GetItem", command_get_request(TABLE, "matter-1", "c-1")),
     (
