@@ -50,7 +50,21 @@ SQS = "AWS/SQS"
 CAUSE = names.CAUSE_DIMENSION
 #: The converse queue's name: a variable of the body's ``Fn::Sub``, the one name it repeats.
 QUEUE = "${Queue}"
-SUB_VARIABLES = {"Queue": {"Fn::GetAtt": ["ConverseQueue", "QueueName"]}}
+#: The model and compaction queues the stack joins (other stages own them): their names, from
+#: the ARNs the stack is given.
+MODEL_QUEUE = "${Model}"
+COMPACTION_QUEUE = "${Compaction}"
+
+
+def _queue_name(arn_parameter: str) -> dict[str, Any]:
+    return {"Fn::Select": [5, {"Fn::Split": [":", {"Ref": arn_parameter}]}]}
+
+
+SUB_VARIABLES = {
+    "Queue": {"Fn::GetAtt": ["ConverseQueue", "QueueName"]},
+    "Model": _queue_name("ModelQueueArn"),
+    "Compaction": _queue_name("CompactionQueueArn"),
+}
 #: The metrics the converse stage's template graphs from ECS (Container Insights).
 ECS_TASKS = "ECS/ContainerInsights"
 #: The stage's metric dimensions every line of the stage's namespace carries first.
@@ -111,11 +125,9 @@ def sqs(metric: str, label: str, queue: str = QUEUE, **options: Any) -> Line:
     return Line(label, metric, namespace=SQS, dimensions=(("QueueName", queue),), **options)
 
 
-DEAD_LETTER_QUEUES = (
-    ("converse", "${ConverseDeadLetterQueue.QueueName}"),
-    ("model", "${ModelDeadLetterQueue.QueueName}"),
-    ("compaction", "${CompactionDeadLetterQueue.QueueName}"),
-)
+DEAD_LETTER_QUEUE = "${ConverseDeadLetterQueue.QueueName}"
+#: The queues after the stage: (label, name).
+DOWNSTREAM_QUEUES = (("model", MODEL_QUEUE), ("compaction", COMPACTION_QUEUE))
 #: The unexplained share, as UnexplainedCacheMissAlarm computes it (a test compares them).
 UNEXPLAINED_SHARE = "IF(checks >= 20, 100 * FILL(unexplained, 0) / checks, 0)"
 
@@ -187,36 +199,33 @@ ROWS: tuple[Row, ...] = (
     ),
     Row(
         "Is anything lost?",
-        "The three dead-letter queues, against their alarms, and the fold's gap: context "
-        "held by neither the window nor the fold.",
+        "The converse dead-letter queue, against its alarms, and the fold's gap: context "
+        "held by neither the window nor the fold. (The model and compaction queues' "
+        "dead-letter queues are their owners', with their alarms: docs/DEPLOY.md.)",
         (
             Panel(
                 "Dead letters",
                 (
-                    *(
-                        sqs("ApproximateNumberOfMessagesVisible", name, queue, stat="Maximum")
-                        for name, queue in DEAD_LETTER_QUEUES
+                    sqs(
+                        "ApproximateNumberOfMessagesVisible",
+                        "converse",
+                        DEAD_LETTER_QUEUE,
+                        stat="Maximum",
                     ),
-                    *(
-                        sqs(
-                            "ApproximateAgeOfOldestMessage",
-                            f"{name}, oldest (s)",
-                            queue,
-                            stat="Maximum",
-                            right=True,
-                        )
-                        for name, queue in DEAD_LETTER_QUEUES
+                    sqs(
+                        "ApproximateAgeOfOldestMessage",
+                        "oldest (s)",
+                        DEAD_LETTER_QUEUE,
+                        stat="Maximum",
+                        right=True,
                     ),
                 ),
                 (
                     Threshold("ConverseDeadLetterAlarm", "0"),
-                    Threshold("ModelDeadLetterAlarm", "0"),
-                    Threshold("CompactionDeadLetterAlarm", "0"),
                     Threshold("ConverseDeadLetterAgeAlarm", "${DeadLetterAgeAlarmSeconds}", True),
                 ),
-                "Zero messages: one in any of them raises its alarm. The age (right axis) is how "
-                "long a dead letter has waited to be handled; SQS deletes it 14 days after its "
-                "first send.",
+                "Zero messages: one raises its alarm. The age (right axis) is how long a dead "
+                "letter has waited to be handled; SQS deletes it 14 days after its first send.",
             ),
             Panel(
                 "Fold",
@@ -296,7 +305,8 @@ ROWS: tuple[Row, ...] = (
     Row(
         "Is a dependency failing?",
         "DynamoDB and the model queue's sends, as each worker's breaker judges them: while one "
-        "fails, the worker receives nothing and holds the turns that failed on it.",
+        "fails, the worker receives nothing and holds the turns that failed on it. And the "
+        "stages after this one: the model and compaction queues, which their owners consume.",
         (
             Panel(
                 "Breakers",
@@ -312,6 +322,29 @@ ROWS: tuple[Row, ...] = (
                 "recovered; `turns held`: turns kept, with no receive spent, until a probe "
                 "succeeds, where they would otherwise have walked towards the dead-letter "
                 "queue.",
+            ),
+            Panel(
+                "Model and compaction queues",
+                (
+                    *(
+                        sqs("ApproximateNumberOfMessagesVisible", name, queue, stat="Maximum")
+                        for name, queue in DOWNSTREAM_QUEUES
+                    ),
+                    *(
+                        sqs(
+                            "ApproximateAgeOfOldestMessage",
+                            f"{name}, oldest (s)",
+                            queue,
+                            stat="Maximum",
+                            right=True,
+                        )
+                        for name, queue in DOWNSTREAM_QUEUES
+                    ),
+                ),
+                (),
+                "Owned and consumed by the model stage and the compactor, read here: a backlog "
+                "or an oldest message that keeps ageing means that stage is behind (prompts "
+                "wait for their answers; folds lag, and FoldGapAlarm follows).",
             ),
         ),
     ),
@@ -463,7 +496,11 @@ def template_block() -> str:
         "        - |",
     ]
     lines += [f"          {line}" for line in body_text(body("cloudformation")).splitlines()]
-    lines += ["        - Queue: !GetAtt ConverseQueue.QueueName"]
+    lines += [
+        "        - Queue: !GetAtt ConverseQueue.QueueName",
+        '          Model: !Select [5, !Split [":", !Ref ModelQueueArn]]',
+        '          Compaction: !Select [5, !Split [":", !Ref CompactionQueueArn]]',
+    ]
     return "\n".join(lines) + "\n"
 
 

@@ -1,7 +1,10 @@
-"""Deploy the converse stage's CloudFormation template to a local moto server.
+"""Deploy the converse stage's CloudFormation templates to a local moto server.
 
-:func:`deploy_stack` is the one way tests put the stack up: the infra tests check what it
-creates, and a worker-side test can run the real worker against its outputs.
+:func:`deploy_stack` is the one way tests put a whole stage up: the pipeline stack
+(pipeline-resources.yaml: the history table, the model and compaction queues), then the
+converse stack joined to it by its outputs. :func:`deploy_pipeline` and
+:func:`deploy_converse` put up each alone, :func:`update_stack` updates one. The infra tests
+check what they create, and a worker-side test can run the real worker against their outputs.
 
 moto's CloudFormation leaves some resource types out (Application Auto Scaling, the bucket
 policy) with a ``UserWarning``; the project turns warnings into errors, so the deploy ignores
@@ -10,19 +13,38 @@ whose body names each alarm's ARN: :class:`StackAlarm` teaches it to put them, t
 moto's own CloudWatch, so the stack deploys whole and a test reads its alarms back.
 :func:`register_backlog_scaling` then puts the template's scaling policy in through the
 Application Auto Scaling API, which moto does serve.
+
+One more thing moto's CloudFormation does otherwise than CloudFormation: an update that
+removes a resource deletes it even when its ``DeletionPolicy`` is ``Retain``
+(``ResourceMap.update`` deletes every removed resource; only a stack's deletion reads the
+policy). CloudFormation leaves it in place (CloudFormation User Guide, "DeletionPolicy
+attribute"), and the move to the split stacks rests on that, so :func:`_retained_on_removal`
+makes moto do the same.
 """
 
 from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import boto3
-from moto.cloudformation.parsing import get_model_list, get_model_map, get_name_type_map
+from moto.cloudformation.parsing import (
+    ResourceMap,
+    get_model_list,
+    get_model_map,
+    get_name_type_map,
+)
 from moto.core.common_models import CloudFormationModel
 
-from tests.infra.cfn_yaml import TEMPLATE_PATH, load_template, resolve_intrinsics
+from tests.infra.cfn_outputs import JOINED
+from tests.infra.cfn_yaml import (
+    PIPELINE_TEMPLATE_PATH,
+    TEMPLATE_PATH,
+    load_template,
+    resolve_intrinsics,
+)
 
 REGION = "us-east-1"
 
@@ -90,6 +112,19 @@ class StackAlarm(CloudFormationModel):
 # moto lists the models CloudFormation knows once, the first time it needs them.
 for _cached in (get_model_list, get_model_map, get_name_type_map):
     _cached.cache_clear()
+
+_delete_resource = ResourceMap._delete_resource
+
+
+def _retained_on_removal(self: ResourceMap, parsed_resource: Any, resource_json: Any) -> None:
+    """moto's deletion of one resource, but a resource whose DeletionPolicy is Retain stays
+    (a stack's deletion never gets here with one: it leaves them out first)."""
+    if resource_json.get("DeletionPolicy") == "Retain":
+        return
+    _delete_resource(self, parsed_resource, resource_json)
+
+
+ResourceMap._delete_resource = _retained_on_removal  # type: ignore[method-assign]
 #: The stack name doubles as the resource prefix, as `worker bootstrap --prefix` does.
 DEFAULT_STACK_NAME = "mira"
 #: An ECR image by version tag, as the ContainerImage parameter's pattern requires (moto's
@@ -122,43 +157,130 @@ def create_task_network(endpoint_url: str) -> tuple[str, str]:
     return subnet_id, group_id
 
 
-def deploy_stack(
+def create_stack(
     endpoint_url: str,
     *,
-    stack_name: str = DEFAULT_STACK_NAME,
-    parameters: Mapping[str, str] | None = None,
+    stack_name: str,
+    template: Path | str,
+    parameters: Mapping[str, str],
 ) -> dict[str, str]:
-    """Create the stack on the moto server at ``endpoint_url``; return its outputs by key.
+    """Create one stack from ``template`` (a path, or the body itself); its outputs by key.
 
-    The network parameters come from a fresh VPC; ``parameters`` override or add others.
     Raises ``RuntimeError`` with the stack's events if it does not reach CREATE_COMPLETE.
     """
-    subnet_id, group_id = create_task_network(endpoint_url)
-    values = {
-        "ContainerImage": DEFAULT_IMAGE,
-        "Subnets": subnet_id,
-        "SecurityGroupIds": group_id,
-        **(parameters or {}),
-    }
+    return _apply("create", endpoint_url, stack_name, template, parameters)
+
+
+def update_stack(
+    endpoint_url: str,
+    *,
+    stack_name: str,
+    template: Path | str,
+    parameters: Mapping[str, str],
+) -> dict[str, str]:
+    """Update one stack to ``template`` with ``parameters`` (all of them); its outputs."""
+    return _apply("update", endpoint_url, stack_name, template, parameters)
+
+
+def _apply(
+    operation: str,
+    endpoint_url: str,
+    stack_name: str,
+    template: Path | str,
+    parameters: Mapping[str, str],
+) -> dict[str, str]:
+    body = template.read_text(encoding="utf-8") if isinstance(template, Path) else template
     cloudformation = aws_client("cloudformation", endpoint_url)
     # The filter is process-wide while it is in place, which is what reaches moto's server
     # thread; it is lifted as soon as the stack is up.
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=MOTO_SKIPPED_RESOURCE_WARNING)
-        cloudformation.create_stack(
+        getattr(cloudformation, f"{operation}_stack")(
             StackName=stack_name,
-            TemplateBody=TEMPLATE_PATH.read_text(encoding="utf-8"),
-            Parameters=[{"ParameterKey": k, "ParameterValue": v} for k, v in values.items()],
+            TemplateBody=body,
+            Parameters=[{"ParameterKey": k, "ParameterValue": v} for k, v in parameters.items()],
             Capabilities=["CAPABILITY_IAM"],
         )
-        cloudformation.get_waiter("stack_create_complete").wait(
+        cloudformation.get_waiter(f"stack_{operation}_complete").wait(
             StackName=stack_name, WaiterConfig={"Delay": 1, "MaxAttempts": 30}
         )
+    return _outputs_when(cloudformation, stack_name, f"{operation.upper()}_COMPLETE")
+
+
+def _outputs_when(cloudformation: Any, stack_name: str, status: str) -> dict[str, str]:
     stack = cloudformation.describe_stacks(StackName=stack_name)["Stacks"][0]
-    if stack["StackStatus"] != "CREATE_COMPLETE":
+    if stack["StackStatus"] != status:
         events = cloudformation.describe_stack_events(StackName=stack_name)["StackEvents"]
         raise RuntimeError(f"stack {stack_name} is {stack['StackStatus']}: {events!r}")
     return {output["OutputKey"]: output["OutputValue"] for output in stack.get("Outputs", [])}
+
+
+def deploy_pipeline(
+    endpoint_url: str,
+    *,
+    prefix: str = DEFAULT_STACK_NAME,
+    stack_name: str | None = None,
+    parameters: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """The pipeline stack (``<prefix>-pipeline``): the resources the converse stage joins,
+    named under ``prefix``; its outputs."""
+    return create_stack(
+        endpoint_url,
+        stack_name=stack_name or f"{prefix}-pipeline",
+        template=PIPELINE_TEMPLATE_PATH,
+        parameters={"NamePrefix": prefix, **(parameters or {})},
+    )
+
+
+def converse_parameters(
+    endpoint_url: str, joined: Mapping[str, str], parameters: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The converse stack's parameters: the joined ARNs (``JOINED`` keys of ``joined``), a
+    fresh VPC's network, the image, then ``parameters`` over them."""
+    subnet_id, group_id = create_task_network(endpoint_url)
+    return {
+        **{name: joined[name] for name in JOINED},
+        "ContainerImage": DEFAULT_IMAGE,
+        "Subnets": subnet_id,
+        "SecurityGroupIds": group_id,
+        **(parameters or {}),
+    }
+
+
+def deploy_converse(
+    endpoint_url: str,
+    *,
+    joined: Mapping[str, str],
+    stack_name: str = DEFAULT_STACK_NAME,
+    parameters: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """The converse stack alone, joined to the resources ``joined`` names by ARN; its
+    outputs."""
+    return create_stack(
+        endpoint_url,
+        stack_name=stack_name,
+        template=TEMPLATE_PATH,
+        parameters=converse_parameters(endpoint_url, joined, parameters),
+    )
+
+
+def deploy_stack(
+    endpoint_url: str,
+    *,
+    stack_name: str = DEFAULT_STACK_NAME,
+    parameters: Mapping[str, str] | None = None,
+    pipeline_parameters: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """A whole stage: the pipeline stack named after ``stack_name`` (its resources under the
+    same prefix), then the converse stack joined to it; both stacks' outputs together.
+
+    ``parameters`` are the converse stack's, ``pipeline_parameters`` the pipeline stack's.
+    """
+    joined = deploy_pipeline(endpoint_url, prefix=stack_name, parameters=pipeline_parameters)
+    converse = deploy_converse(
+        endpoint_url, joined=joined, stack_name=stack_name, parameters=parameters
+    )
+    return {**joined, **converse}
 
 
 def backlog_scaling_policy() -> dict[str, Any]:

@@ -42,9 +42,29 @@ class ConcreteStack:
 
     # ------------------------------------------------------------------ values
 
+    def joined(self) -> dict[str, str]:
+        """The ARNs of what the converse stack joins, as a pipeline stack named after it in
+        the same account and Region makes them (pipeline-resources.yaml): ``mira-history``,
+        ``mira-model``, ``mira-compaction``."""
+        regional = f"arn:{self.partition}:%s:{self.region}:{self.account}"
+        return {
+            "HistoryTableArn": f"{regional % 'dynamodb'}:table/{self.name}-history",
+            "ModelQueueArn": f"{regional % 'sqs'}:{self.name}-model",
+            "CompactionQueueArn": f"{regional % 'sqs'}:{self.name}-compaction",
+        }
+
+    def given(self) -> dict[str, str]:
+        """The parameters given: ``parameters``, over :meth:`joined` where the template
+        takes them."""
+        taken = self.template["Parameters"]
+        return {
+            **{name: arn for name, arn in self.joined().items() if name in taken},
+            **{name: value for name, value in self.parameters.items() if name in taken},
+        }
+
     def conditions(self) -> dict[str, bool]:
         """Each of the template's conditions, for this stack's parameters."""
-        return evaluate_conditions(self.template, parameter_values(self.template, self.parameters))
+        return evaluate_conditions(self.template, parameter_values(self.template, self.given()))
 
     def values(self) -> dict[str, Any]:
         """Every name a ``Ref`` or ``Fn::GetAtt`` can take: ``X`` and ``X.Attribute``."""
@@ -55,15 +75,17 @@ class ConcreteStack:
             "AWS::StackName": self.name,
             "AWS::URLSuffix": "amazonaws.com",
         }
+        given = self.given()
         for name, parameter in self.template["Parameters"].items():
-            if name in self.parameters:
-                values[name] = self.parameters[name]
+            if name in given:
+                values[name] = given[name]
             elif "Default" in parameter:
                 values[name] = parameter["Default"]
         conditions = self.conditions()
         for logical_id, resource in self.template["Resources"].items():
             if conditions.get(resource.get("Condition", ""), True):
-                values.update(self._resource_values(logical_id, resource, values))
+                rendered = render_value(resource, conditions)
+                values.update(self._resource_values(logical_id, rendered, values))
         return values
 
     def _resource_values(
@@ -111,6 +133,13 @@ class ConcreteStack:
                 }
             case _:
                 return {logical_id: generated}
+
+    def task_environment(self) -> dict[str, Any]:
+        """The worker container's environment in the task definition, resolved: name ->
+        value."""
+        task = self.template["Resources"]["TaskDefinition"]["Properties"]
+        (container,) = self.resolve(task["ContainerDefinitions"])
+        return {entry["Name"]: entry["Value"] for entry in container["Environment"]}
 
     # ------------------------------------------------------------------ resolution
 

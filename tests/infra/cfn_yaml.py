@@ -19,6 +19,10 @@ from cfnlint.decode import cfn_yaml
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE_DIR = REPO_ROOT / "infra" / "cloudformation"
 TEMPLATE_PATH = TEMPLATE_DIR / "converse-stage.yaml"
+#: The resources the converse stage joins, for a stack of their own.
+PIPELINE_TEMPLATE_PATH = TEMPLATE_DIR / "pipeline-resources.yaml"
+#: The converse stage's own resources without its ECS service (for Kubernetes).
+OWN_RESOURCES_TEMPLATE_PATH = TEMPLATE_DIR / "converse-resources.yaml"
 
 
 def load_cfn_yaml(path: Path) -> dict[str, Any]:
@@ -32,6 +36,16 @@ def load_cfn_yaml(path: Path) -> dict[str, Any]:
 def load_template() -> dict[str, Any]:
     """The converse stage's template."""
     return load_cfn_yaml(TEMPLATE_PATH)
+
+
+def load_pipeline_template() -> dict[str, Any]:
+    """The template of the resources the converse stage joins."""
+    return load_cfn_yaml(PIPELINE_TEMPLATE_PATH)
+
+
+def load_own_resources_template() -> dict[str, Any]:
+    """The template of the converse stage's own resources, without its ECS service."""
+    return load_cfn_yaml(OWN_RESOURCES_TEMPLATE_PATH)
 
 
 def parameter_default(template: Mapping[str, Any], name: str) -> Any:

@@ -1,4 +1,4 @@
-"""checkov on the template as each stack gets it: without KmsKeyArn and with it.
+"""checkov on each template as each stack gets it: without KmsKeyArn and with it.
 
 checkov reads a template as written and does not decide its conditions. On this one it counts
 ``KmsMasterKeyId: !If [HasKmsKey, …]`` as a key (CKV_AWS_27 would pass for a stack without
@@ -9,7 +9,8 @@ key needs, and these tests run it on the two renderings (every condition decided
 tests/infra/cfn_conditions.py), where nothing is conditional. The template's
 ``# checkov:skip=<ID>:<reason>`` comments are carried into each rendering as the resource
 ``Metadata`` checkov also reads; with a key, the skips the key makes moot are left out, and
-those checks must pass on their own.
+those checks must pass on their own. The three templates (converse-stage.yaml,
+pipeline-resources.yaml, converse-resources.yaml) are checked alike.
 """
 
 from __future__ import annotations
@@ -26,7 +27,13 @@ from typing import Any
 import pytest
 
 from tests.infra.cfn_conditions import render
-from tests.infra.cfn_yaml import REPO_ROOT, TEMPLATE_PATH, load_template
+from tests.infra.cfn_yaml import (
+    OWN_RESOURCES_TEMPLATE_PATH,
+    PIPELINE_TEMPLATE_PATH,
+    REPO_ROOT,
+    TEMPLATE_PATH,
+    load_cfn_yaml,
+)
 
 CHECKOV = REPO_ROOT / ".tools" / "venv" / "bin" / "checkov"
 KEY = "arn:aws:kms:eu-west-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
@@ -34,28 +41,38 @@ SKIP_COMMENT = re.compile(r"^\s*# checkov:skip=(?P<id>[A-Z0-9_]+):(?P<reason>.+)
 #: Checks skipped for AWS's own encryption (SSE-SQS, DynamoDB's AWS managed key) that a
 #: customer managed key satisfies: with the key they run, and pass.
 MOOT_WITH_A_KEY = {"CKV_AWS_27", "CKV_AWS_119"}
-QUEUES = [
-    "ConverseQueue",
-    "ConverseDeadLetterQueue",
+OWN_QUEUES = ["ConverseQueue", "ConverseDeadLetterQueue"]
+PIPELINE_QUEUES = [
     "ModelQueue",
     "ModelDeadLetterQueue",
     "CompactionQueue",
     "CompactionDeadLetterQueue",
 ]
+#: Each template: its path, the parameters a stack must give it, its queues and its tables.
+TEMPLATES: dict[str, tuple[Path, dict[str, str], list[str], list[str]]] = {
+    "converse-stage": (TEMPLATE_PATH, {}, OWN_QUEUES, ["LedgerTable"]),
+    "pipeline-resources": (
+        PIPELINE_TEMPLATE_PATH,
+        {"NamePrefix": "mira"},
+        PIPELINE_QUEUES,
+        ["HistoryTable"],
+    ),
+    "converse-resources": (OWN_RESOURCES_TEMPLATE_PATH, {}, OWN_QUEUES, ["LedgerTable"]),
+}
 #: checkov's checks of an IAM role's policies, which it leaves out while they hold an !If.
 IAM_POLICY_CHECKS = {"CKV_AWS_107", "CKV_AWS_108", "CKV_AWS_109", "CKV_AWS_110", "CKV_AWS_111"}
 
 
-def skips_in_the_template() -> dict[str, list[tuple[str, str]]]:
+def skips_in_the_template(path: Path) -> dict[str, list[tuple[str, str]]]:
     """Each resource's ``# checkov:skip`` comments, (check, reason), found by the lines the
     resource spans."""
-    resources = load_template()["Resources"]
+    resources = load_cfn_yaml(path)["Resources"]
     spans = {
         logical_id: (resource.start_mark.line, resource.end_mark.line)
         for logical_id, resource in resources.items()
     }
     skips: dict[str, list[tuple[str, str]]] = {}
-    for number, line in enumerate(TEMPLATE_PATH.read_text(encoding="utf-8").splitlines()):
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
         match = SKIP_COMMENT.match(line)
         if match is None:
             continue
@@ -64,17 +81,17 @@ def skips_in_the_template() -> dict[str, list[tuple[str, str]]]:
     return skips
 
 
-def rendering(parameters: dict[str, str], *, moot: set[str]) -> dict[str, Any]:
+def rendering(path: Path, parameters: dict[str, str], *, moot: set[str]) -> dict[str, Any]:
     """The template rendered for ``parameters``, its skips (but ``moot``) as Metadata.
 
     The parameters given become the rendering's defaults: checkov reads a ``Ref`` to a
     parameter as its default (``KmsMasterKeyId`` would otherwise be the empty default)."""
-    document = render(load_template(), parameters)
+    document = render(load_cfn_yaml(path), parameters)
     document["Parameters"] = {
         name: {**parameter, "Default": parameters[name]} if name in parameters else parameter
         for name, parameter in document["Parameters"].items()
     }
-    for logical_id, skips in skips_in_the_template().items():
+    for logical_id, skips in skips_in_the_template(path).items():
         kept = [{"id": check, "comment": reason} for check, reason in skips if check not in moot]
         if kept and logical_id in document["Resources"]:
             resource = dict(document["Resources"][logical_id])
@@ -114,64 +131,68 @@ def checkov_results(document: dict[str, Any], directory: Path) -> dict[str, set[
     }
 
 
+Results = dict[tuple[str, str], dict[str, set[tuple[str, str]]]]
+
+
 @pytest.fixture(scope="module")
-def results(
-    tmp_path_factory: pytest.TempPathFactory,
-) -> dict[str, dict[str, set[tuple[str, str]]]]:
-    """checkov on both renderings, side by side (each run takes several seconds)."""
-    documents = {
-        "without a key": rendering({}, moot=set()),
-        "with a key": rendering({"KmsKeyArn": KEY}, moot=MOOT_WITH_A_KEY),
-    }
-    with ThreadPoolExecutor(max_workers=len(documents)) as pool:
+def results(tmp_path_factory: pytest.TempPathFactory) -> Results:
+    """checkov on every template's two renderings, two at a time (each run takes seconds)."""
+    documents = {}
+    for name, (path, given, _, _) in TEMPLATES.items():
+        documents[name, "without a key"] = rendering(path, given, moot=set())
+        documents[name, "with a key"] = rendering(
+            path, {**given, "KmsKeyArn": KEY}, moot=MOOT_WITH_A_KEY
+        )
+    with ThreadPoolExecutor(max_workers=2) as pool:
         futures = {
-            name: pool.submit(checkov_results, document, tmp_path_factory.mktemp("rendered"))
-            for name, document in documents.items()
+            which: pool.submit(checkov_results, document, tmp_path_factory.mktemp("rendered"))
+            for which, document in documents.items()
         }
-        return {name: future.result() for name, future in futures.items()}
+        return {which: future.result() for which, future in futures.items()}
 
 
-@pytest.fixture(scope="module")
-def without_a_key(
-    results: dict[str, dict[str, set[tuple[str, str]]]],
-) -> dict[str, set[tuple[str, str]]]:
-    return results["without a key"]
-
-
-@pytest.fixture(scope="module")
-def with_a_key(
-    results: dict[str, dict[str, set[tuple[str, str]]]],
-) -> dict[str, set[tuple[str, str]]]:
-    return results["with a key"]
-
-
-def every_skip() -> Iterator[tuple[str, str]]:
-    for logical_id, skips in skips_in_the_template().items():
+def every_skip(path: Path) -> Iterator[tuple[str, str]]:
+    for logical_id, skips in skips_in_the_template(path).items():
         for check, _ in skips:
             yield check, logical_id
 
 
-def test_each_skip_comment_belongs_to_one_resource_and_says_why() -> None:
-    skips = skips_in_the_template()
-    assert {check for check, _ in every_skip()} >= MOOT_WITH_A_KEY
+each_template = pytest.mark.parametrize("name", sorted(TEMPLATES))
+
+
+@each_template
+def test_each_skip_comment_belongs_to_one_resource_and_says_why(name: str) -> None:
+    path = TEMPLATES[name][0]
+    skips = skips_in_the_template(path)
+    assert {check for check, _ in every_skip(path)} >= MOOT_WITH_A_KEY
     assert all(len(reason) > 20 for found in skips.values() for _, reason in found)
 
 
+@each_template
 def test_without_a_key_checkov_finds_nothing_and_skips_only_what_the_template_says(
-    without_a_key: dict[str, set[tuple[str, str]]],
+    results: Results, name: str
 ) -> None:
+    path = TEMPLATES[name][0]
+    without_a_key = results[name, "without a key"]
     assert without_a_key["failed"] == set()
-    assert without_a_key["skipped"] == set(every_skip())
-    assert {(check, "TaskRole") for check in IAM_POLICY_CHECKS} <= without_a_key["passed"]
+    assert without_a_key["skipped"] == set(every_skip(path))
+    if name == "converse-stage":
+        assert {(check, "TaskRole") for check in IAM_POLICY_CHECKS} <= without_a_key["passed"]
 
 
+@each_template
 def test_with_a_key_checkov_finds_nothing_and_its_key_checks_pass_unskipped(
-    with_a_key: dict[str, set[tuple[str, str]]],
+    results: Results, name: str
 ) -> None:
+    path, _, queues, tables = TEMPLATES[name]
+    with_a_key = results[name, "with a key"]
     assert with_a_key["failed"] == set()
-    assert {("CKV_AWS_27", queue) for queue in QUEUES} <= with_a_key["passed"]
-    assert ("CKV_AWS_119", "HistoryTable") in with_a_key["passed"]
+    assert {("CKV_AWS_27", queue) for queue in queues} <= with_a_key["passed"]
+    assert {("CKV_AWS_119", table) for table in tables} <= with_a_key["passed"]
     assert with_a_key["skipped"] == {
-        (check, logical_id) for check, logical_id in every_skip() if check not in MOOT_WITH_A_KEY
+        (check, logical_id)
+        for check, logical_id in every_skip(path)
+        if check not in MOOT_WITH_A_KEY
     }
-    assert {(check, "TaskRole") for check in IAM_POLICY_CHECKS} <= with_a_key["passed"]
+    if name == "converse-stage":
+        assert {(check, "TaskRole") for check in IAM_POLICY_CHECKS} <= with_a_key["passed"]

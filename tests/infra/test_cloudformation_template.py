@@ -1,5 +1,8 @@
-"""The CloudFormation template: lint-clean, and every property the contract and the worker's
-timing depend on pinned, read from the YAML as written (no AWS, no network)."""
+"""The converse stage's CloudFormation template: lint-clean (the other templates too), and
+every property the contract and the worker's timing depend on pinned, read from the YAML as
+written (no AWS, no network). It creates only what is the stage's own and joins the history
+table and the model and compaction queues by ARN (tests/infra/test_pipeline_template.py pins
+the template that creates those for a stack of their own)."""
 
 from __future__ import annotations
 
@@ -17,9 +20,10 @@ from tests.infra.cfn_conditions import (
     with_condition,
     with_conditions,
 )
-from tests.infra.cfn_outputs import STACK_OUTPUTS
+from tests.infra.cfn_outputs import JOINED, STACK_OUTPUTS
 from tests.infra.cfn_stack import ConcreteStack
 from tests.infra.cfn_yaml import (
+    REPO_ROOT,
     TEMPLATE_DIR,
     load_cfn_yaml,
     load_template,
@@ -35,6 +39,7 @@ from worker.app.resources import (
     TTL_ATTRIBUTE,
     Resources,
     dead_letter_name,
+    history_table_definition,
 )
 from worker.caching.models import DEFAULT_MIN_TOKENS
 from worker.settings import Settings
@@ -45,46 +50,75 @@ TEMPLATES = sorted(
     path for path in TEMPLATE_DIR.iterdir() if path.suffix in {".yaml", ".yml", ".json"}
 )
 
-#: Each queue and its own dead-letter queue.
-DEAD_LETTER_QUEUE_OF = {
-    "ConverseQueue": "ConverseDeadLetterQueue",
-    "ModelQueue": "ModelDeadLetterQueue",
-    "CompactionQueue": "CompactionDeadLetterQueue",
+#: Today's all-in-one template, which running stacks were made from (commit ccd10f6).
+ALL_IN_ONE = REPO_ROOT / "tests" / "data" / "converse-stage.all-in-one.yaml"
+#: The stack's own queue and its dead-letter queue.
+DEAD_LETTER_QUEUE_OF = {"ConverseQueue": "ConverseDeadLetterQueue"}
+#: What the stack joins, by the parameters naming them (ARNs), never creates or configures.
+#: The only resources that name a joined resource: the role that uses it, the task that is
+#: told where it is, and for a queue the dashboard that reads its depth.
+READERS_OF_THE_JOINED = {
+    "HistoryTableArn": {"TaskRole", "TaskDefinition"},
+    "ModelQueueArn": {"TaskRole", "TaskDefinition", "Dashboard"},
+    "CompactionQueueArn": {"TaskRole", "TaskDefinition", "Dashboard"},
 }
 
-#: The task role's whole grant: resource -> actions. Nothing more, nothing less.
-TASK_ROLE_GRANTS: dict[str, set[str]] = {
-    "ConverseQueue.Arn": {
-        "sqs:ReceiveMessage",
-        "sqs:DeleteMessage",
-        "sqs:ChangeMessageVisibility",
-        "sqs:GetQueueAttributes",
-    },
-    # Rejected commands are sent to the converse DLQ by the worker itself.
-    "ConverseDeadLetterQueue.Arn": {"sqs:GetQueueUrl", "sqs:SendMessage"},
-    "ModelQueue.Arn": {"sqs:SendMessage"},
-    "CompactionQueue.Arn": {"sqs:SendMessage"},
-    "HistoryTable.Arn": {
-        "dynamodb:Query",
-        "dynamodb:UpdateItem",
-        "dynamodb:GetItem",
-        # The ledger's done marks, from concurrent turns together.
-        "dynamodb:BatchWriteItem",
-    },
-    # Inbound payloads, at any key: the Extended Client's default is a bare UUID at the root.
-    "PayloadBucket.Arn/*": {"s3:GetObject"},
-    # Never called: it makes S3 answer a missing key with 404 NoSuchKey, not 403 AccessDenied.
-    "PayloadBucket.Arn": {"s3:ListBucket"},
-    # The worker writes under payloads/ only (worker/turn/payloads.py).
-    f"PayloadBucket.Arn/{KEY_PREFIX}*": {"s3:PutObject"},
-}
+STACK = ConcreteStack()
+#: The history table's attributes the stage may name in an UpdateItem: the key, and the
+#: ``state`` attributes the contract gives it (its "Resources: what the stage owns, what it
+#: joins").
+STATE_ATTRIBUTES_OF_THE_STAGE = [
+    "pk",
+    "sk",
+    "compaction_requested_through",
+    "compaction_requested_at",
+    "compaction_request_version",
+    "window_anchor",
+    "window_anchor_folded_through",
+    "window_summary",
+    "window_summary_folded_through",
+]
+
+
+def task_role_grants(stack: ConcreteStack) -> dict[str, set[str]]:
+    """The task role's whole grant for ``stack``, as it should be: ARN -> actions. Nothing
+    more, nothing less."""
+    values = stack.values()
+    joined = stack.joined()
+    bucket = f"arn:aws:s3:::{stack.bucket}"
+    return {
+        values["ConverseQueue.Arn"]: {
+            "sqs:ReceiveMessage",
+            "sqs:DeleteMessage",
+            "sqs:ChangeMessageVisibility",
+            "sqs:GetQueueAttributes",
+        },
+        # Rejected commands are sent to the converse DLQ by the worker itself.
+        values["ConverseDeadLetterQueue.Arn"]: {"sqs:GetQueueUrl", "sqs:SendMessage"},
+        # GetQueueAttributes: the start-up check that each is there.
+        joined["ModelQueueArn"]: {"sqs:SendMessage", "sqs:GetQueueAttributes"},
+        joined["CompactionQueueArn"]: {"sqs:SendMessage", "sqs:GetQueueAttributes"},
+        # Query; UpdateItem only of the stage's state attributes (its own statement).
+        joined["HistoryTableArn"]: {"dynamodb:Query", "dynamodb:UpdateItem"},
+        values["LedgerTable.Arn"]: {
+            "dynamodb:UpdateItem",
+            "dynamodb:GetItem",
+            # The ledger's done marks, from concurrent turns together.
+            "dynamodb:BatchWriteItem",
+        },
+        # Inbound payloads, at any key: the Extended Client's default is a bare UUID at the root.
+        f"{bucket}/*": {"s3:GetObject"},
+        # Never called: it makes S3 answer a missing key with 404 NoSuchKey, not 403.
+        bucket: {"s3:ListBucket"},
+        # The worker writes under payloads/ only (worker/turn/payloads.py).
+        f"{bucket}/{KEY_PREFIX}*": {"s3:PutObject"},
+    }
+
 
 #: The worker's environment, variable -> the resource it names.
 ENV_FROM_RESOURCE = {
     "CONVERSE_QUEUE_URL": {"Ref": "ConverseQueue"},
-    "MODEL_QUEUE_URL": {"Ref": "ModelQueue"},
-    "COMPACTION_QUEUE_URL": {"Ref": "CompactionQueue"},
-    "HISTORY_TABLE": {"Ref": "HistoryTable"},
+    "LEDGER_TABLE": {"Ref": "LedgerTable"},
     "PAYLOAD_BUCKET": {"Ref": "PayloadBucket"},
 }
 
@@ -95,6 +129,7 @@ ENV_FROM_PARAMETER = {
     "HISTORY_WINDOW_MODE": "HistoryWindowMode",
     "HISTORY_CACHE_TTL": "HistoryCacheTtl",
     "WORKER_CONCURRENCY": "WorkerConcurrency",
+    "LEDGER_LEGACY_READS": "LedgerLegacyReads",
 }
 
 #: The model's settings, passed only when their parameter is given: variable -> (parameter, a
@@ -188,11 +223,89 @@ def test_the_template_loads_with_cloudformation_short_tags(path: Path) -> None:
 # ---------------------------------------------------------------------------- queues
 
 
-def test_the_stack_has_exactly_the_contracts_queues_and_their_dead_letter_queues(
-    template: dict[str, Any],
-) -> None:
+def test_the_stack_creates_only_its_own_queues_and_table(template: dict[str, Any]) -> None:
+    """The converse queue and its DLQ, the ledger: the model and compaction queues and the
+    history table are other stages', joined by ARN."""
     expected = set(DEAD_LETTER_QUEUE_OF) | set(DEAD_LETTER_QUEUE_OF.values())
     assert set(resources_of_type(template, "AWS::SQS::Queue")) == expected
+    assert set(resources_of_type(template, "AWS::DynamoDB::Table")) == {"LedgerTable"}
+
+
+def test_only_the_role_the_task_and_the_dashboard_name_what_the_stack_joins(
+    template: dict[str, Any],
+) -> None:
+    """Nothing of the joined resources is set here: no visibility timeout, retention, key or
+    alarm of theirs; the stack uses them (the role), points the worker at them (the task) and
+    reads their depth (the dashboard)."""
+    for parameter in JOINED:
+        readers = {
+            logical_id
+            for logical_id, resource in template["Resources"].items()
+            if refers_to(resource, parameter)
+        }
+        assert readers == READERS_OF_THE_JOINED[parameter], parameter
+    assert not {"ModelVisibilityTimeout", "CompactionVisibilityTimeout"} & set(
+        template["Parameters"]
+    )
+
+
+@pytest.mark.parametrize(
+    ("parameter", "value", "accepted"),
+    [
+        ("HistoryTableArn", "arn:aws:dynamodb:eu-west-1:111122223333:table/mira-history", True),
+        ("HistoryTableArn", "arn:aws-cn:dynamodb:cn-north-1:111122223333:table/a.b_c-d", True),
+        ("HistoryTableArn", "mira-history", False),  # a name: the role needs the ARN
+        ("HistoryTableArn", "arn:aws:dynamodb:eu-west-1:111122223333:table/h/index/i", False),
+        ("ModelQueueArn", "arn:aws:sqs:eu-west-1:111122223333:mira-model", True),
+        ("ModelQueueArn", "arn:aws:sqs:eu-west-1:111122223333:mira-model.fifo", True),
+        ("ModelQueueArn", "https://sqs.eu-west-1.amazonaws.com/111122223333/mira-model", False),
+        ("ModelQueueArn", "arn:aws:sqs:eu-west-1:111122223333:" + "m" * 81, False),
+        ("ModelQueueArn", "arn:aws:sqs:eu-west-1:111122223333:" + "m" * 76 + ".fifo", False),
+        ("ModelQueueArn", "arn:aws:sqs:eu-west-1:1111:mira-model", False),
+        ("CompactionQueueArn", "arn:aws:sqs:eu-west-1:111122223333:mira-compaction", True),
+        ("CompactionQueueArn", "arn:aws:sqs:eu-west-1:111122223333:mira-compaction.fifo", False),
+        ("CompactionQueueArn", "arn:aws:sqs:eu-west-1:111122223333:mira compaction", False),
+    ],
+)
+def test_the_joined_parameters_take_the_arns_of_what_they_name(
+    template: dict[str, Any], parameter: str, value: str, accepted: bool
+) -> None:
+    """The model queue standard or FIFO (the worker sends to a .fifo URL with a group and a
+    deduplication id); the compaction queue standard, as the contract has it."""
+    pattern = template["Parameters"][parameter]["AllowedPattern"]
+    assert "Default" not in template["Parameters"][parameter]  # required
+    assert (re.fullmatch(pattern, value) is not None) is accepted
+
+
+@pytest.mark.parametrize(
+    ("account", "region", "model_queue"),
+    [
+        ("111122223333", "eu-west-1", "mira-model"),
+        ("444455556666", "us-east-2", "platform-prompts.fifo"),
+    ],
+)
+def test_the_task_is_pointed_at_the_joined_resources_derived_from_their_arns(
+    account: str, region: str, model_queue: str
+) -> None:
+    """SQS's URL of a queue (https://sqs.<region>.amazonaws.com/<account>/<name>) and the
+    table's name, from the ARNs the stack was given, whoever owns them."""
+    owner = "999988887777"
+    stack = ConcreteStack(
+        account=account,
+        region=region,
+        parameters={
+            **ConcreteStack().parameters,
+            "ModelQueueArn": f"arn:aws:sqs:{region}:{owner}:{model_queue}",
+            "CompactionQueueArn": f"arn:aws:sqs:{region}:{owner}:the-compactor",
+            "HistoryTableArn": f"arn:aws:dynamodb:{region}:{owner}:table/the-writers.history",
+        },
+    )
+    env = stack.task_environment()
+    assert env["MODEL_QUEUE_URL"] == f"https://sqs.{region}.amazonaws.com/{owner}/{model_queue}"
+    assert env["COMPACTION_QUEUE_URL"] == (
+        f"https://sqs.{region}.amazonaws.com/{owner}/the-compactor"
+    )
+    assert env["HISTORY_TABLE"] == "the-writers.history"
 
 
 @pytest.mark.parametrize(("queue", "dead_letter_queue"), DEAD_LETTER_QUEUE_OF.items())
@@ -257,27 +370,22 @@ def test_the_template_refuses_a_source_retention_a_dead_letter_could_not_outlive
     assert int(alarm["MinValue"]) > 0
 
 
-def test_payloads_outlive_the_dead_letters_that_point_at_them_by_default(
+def test_payloads_outlive_the_dead_letters_that_point_at_them_whatever_the_parameter(
     template: dict[str, Any],
 ) -> None:
     """Dead letters too big to send inline are pointers to the bucket, as are inbound
-    payloads redriven from the dead-letter queue."""
-    expiration_days = parameter_default(template, "PayloadExpirationDays")
-    assert expiration_days * 86_400 >= DEAD_LETTER_RETENTION_SECONDS
+    payloads redriven from the dead-letter queue: the parameter refuses fewer days than a
+    dead-letter queue keeps a message."""
+    parameter = template["Parameters"]["PayloadExpirationDays"]
+    assert parameter_default(template, "PayloadExpirationDays") == 14
+    assert int(parameter["MinValue"]) * 86_400 >= DEAD_LETTER_RETENTION_SECONDS
+    assert (int(parameter["MinValue"]) - 1) * 86_400 < DEAD_LETTER_RETENTION_SECONDS
 
 
-@pytest.mark.parametrize(
-    ("queue", "parameter"),
-    [
-        ("ConverseQueue", "ConverseVisibilityTimeout"),
-        ("ModelQueue", "ModelVisibilityTimeout"),
-        ("CompactionQueue", "CompactionVisibilityTimeout"),
-    ],
-)
-def test_visibility_timeouts_are_parameters(
-    template: dict[str, Any], queue: str, parameter: str
-) -> None:
-    assert properties(template, queue)["VisibilityTimeout"] == {"Ref": parameter}
+def test_the_visibility_timeout_is_a_parameter(template: dict[str, Any]) -> None:
+    assert properties(template, "ConverseQueue")["VisibilityTimeout"] == {
+        "Ref": "ConverseVisibilityTimeout"
+    }
 
 
 def test_the_converse_visibility_timeout_outlasts_the_shutdown_drain(
@@ -301,42 +409,46 @@ def test_resource_names_follow_bootstrap_when_the_stack_is_named_after_the_prefi
         pattern = properties(template, logical_id)[name_property]["Fn::Sub"]
         return str(pattern.replace("${AWS::StackName}", resources.prefix))
 
-    env_to_queue = {
-        "CONVERSE_QUEUE_URL": "ConverseQueue",
-        "MODEL_QUEUE_URL": "ModelQueue",
-        "COMPACTION_QUEUE_URL": "CompactionQueue",
-    }
-    for spec in resources.queues:
-        queue = env_to_queue[spec.env]
-        assert named(queue, "QueueName") == spec.name
-        assert named(DEAD_LETTER_QUEUE_OF[queue], "QueueName") == dead_letter_name(spec.name)
-    assert named("HistoryTable", "TableName") == resources.table
+    (converse,) = [spec for spec in resources.queues if spec.env == "CONVERSE_QUEUE_URL"]
+    assert named("ConverseQueue", "QueueName") == converse.name
+    assert named("ConverseDeadLetterQueue", "QueueName") == dead_letter_name(converse.name)
+    assert named("LedgerTable", "TableName") == resources.ledger_table
 
 
 # ---------------------------------------------------------------------------- storage
 
 
-def test_the_history_table_matches_the_contract(template: dict[str, Any]) -> None:
-    table = properties(template, "HistoryTable")
-    assert table["KeySchema"] == [
-        {"AttributeName": "pk", "KeyType": "HASH"},
-        {"AttributeName": "sk", "KeyType": "RANGE"},
-    ]
-    assert table["AttributeDefinitions"] == [
-        {"AttributeName": "pk", "AttributeType": "S"},
-        {"AttributeName": "sk", "AttributeType": "S"},
-    ]
-    assert table["BillingMode"] == "PAY_PER_REQUEST"
+def test_the_ledger_table_matches_the_contract(template: dict[str, Any]) -> None:
+    """LEDGER_TABLE: ``pk``/``sk``, its command records expiring at ``expires_at``."""
+    table = properties(template, "LedgerTable")
+    # The key schema and billing `worker bootstrap` makes the table with.
+    made_locally = history_table_definition("any")
+    for field in ("KeySchema", "AttributeDefinitions", "BillingMode"):
+        assert table[field] == made_locally[field], field
     assert table["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
     assert table["TimeToLiveSpecification"] == {"AttributeName": "expires_at", "Enabled": True}
     assert TTL_ATTRIBUTE == "expires_at"
     assert table["SSESpecification"] == {"SSEEnabled": True}
 
 
-def test_the_history_table_outlives_the_stack(template: dict[str, Any]) -> None:
-    table = template["Resources"]["HistoryTable"]
-    assert table["DeletionPolicy"] == "Retain"
-    assert table["UpdateReplacePolicy"] == "Retain"
+def test_the_resources_an_update_of_a_running_stack_keeps_keep_their_ids_and_properties(
+    template: dict[str, Any],
+) -> None:
+    """The all-in-one stack's converse queue, its DLQ, bucket, service and the rest are this
+    stack's under the same logical ids and the same replacement-relevant properties, so the
+    move to the split stacks updates them in place (docs/DEPLOY.md, "Moving to the split
+    stacks"): the converse queue keeps its URL, the bucket its objects."""
+    before = with_condition(load_cfn_yaml(ALL_IN_ONE), "HasKmsKey", False)
+    kept = ["ConverseQueue", "ConverseDeadLetterQueue", "PayloadBucket", "Cluster", "Service"]
+    for logical_id in kept:
+        assert template["Resources"][logical_id]["Type"] == before["Resources"][logical_id]["Type"]
+    for logical_id, name in [
+        ("ConverseQueue", "QueueName"),
+        ("ConverseDeadLetterQueue", "QueueName"),
+    ]:
+        assert properties(template, logical_id)[name] == properties(before, logical_id)[name]
+    assert properties(template, "PayloadBucket") == properties(before, "PayloadBucket")
+    assert "BucketName" not in properties(template, "PayloadBucket")  # generated, as before
 
 
 def test_the_payload_bucket_is_private_and_encrypted(template: dict[str, Any]) -> None:
@@ -449,7 +561,10 @@ def test_every_task_variable_is_one_the_worker_reads(template: dict[str, Any]) -
 
 def test_the_tunables_default_to_the_worker_settings_defaults(template: dict[str, Any]) -> None:
     for name, parameter in ENV_FROM_PARAMETER.items():
-        assert parameter_default(template, parameter) == settings_default(name.lower()), name
+        default = settings_default(name.lower())
+        if isinstance(default, bool):  # a String parameter: "false" is the worker's False
+            default = str(default).lower()
+        assert parameter_default(template, parameter) == default, name
     assert shutdown_grace_seconds(template) == settings_default("shutdown_grace_seconds") == 20
 
 
@@ -468,22 +583,86 @@ def test_the_service_starts_at_the_minimum_on_fargate(template: dict[str, Any]) 
 def test_the_task_role_grants_exactly_the_stages_actions_on_exactly_its_resources(
     template: dict[str, Any],
 ) -> None:
+    """Read for a concrete stack (the role's ARNs resolved), as IAM reads them."""
     role = properties(template, "TaskRole")
     assert "ManagedPolicyArns" not in role
     assert not resources_of_type(template, "AWS::IAM::Policy")
     assert not resources_of_type(template, "AWS::IAM::ManagedPolicy")
-    (policy,) = role["Policies"]
+    (policy,) = STACK.resolve(STACK.template["Resources"]["TaskRole"]["Properties"]["Policies"])
 
     granted: dict[str, set[str]] = {}
+    conditioned = []
     for statement in policy["PolicyDocument"]["Statement"]:
         assert statement["Effect"] == "Allow"
         assert not {"NotAction", "NotResource"} & set(statement)
         actions = as_list(statement["Action"])
         assert all("*" not in action for action in actions), actions
         for resource in as_list(statement["Resource"]):
-            granted.setdefault(reference_name(resource), set()).update(actions)
+            granted.setdefault(resource, set()).update(actions)
+        if "Condition" in statement:
+            conditioned.append(statement)
 
-    assert granted == TASK_ROLE_GRANTS
+    assert granted == task_role_grants(STACK)
+    # The one statement with a condition: the history table's UpdateItem.
+    (update,) = conditioned
+    assert as_list(update["Action"]) == ["dynamodb:UpdateItem"]
+    assert update["Resource"] == STACK.joined()["HistoryTableArn"]
+
+
+def test_a_stack_given_a_bucket_joins_it_creates_none_and_grants_the_same_on_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """PayloadBucketName given: no bucket or bucket policy of the stack's (the owner's hold),
+    the worker pointed at that bucket, and the role's S3 grants the same, on it."""
+    joined = ConcreteStack(
+        bucket="platform-payloads",
+        parameters={**ConcreteStack().parameters, "PayloadBucketName": "platform-payloads"},
+    )
+    rendered = joined.conditions()
+    assert rendered["CreatePayloadBucket"] is False
+    resources = joined.template["Resources"]
+    assert {"PayloadBucket", "PayloadBucketPolicy"} <= {
+        logical_id
+        for logical_id, resource in resources.items()
+        if resource.get("Condition") == "CreatePayloadBucket"
+    }
+    (policy,) = joined.resolve(resources["TaskRole"]["Properties"]["Policies"])
+    granted: dict[str, set[str]] = {}
+    for statement in policy["PolicyDocument"]["Statement"]:
+        for resource in as_list(statement["Resource"]):
+            granted.setdefault(resource, set()).update(as_list(statement["Action"]))
+    assert granted == task_role_grants(joined)
+    assert task_settings(
+        monkeypatch, {"PayloadBucketName": "platform-payloads"}
+    ).payload_bucket == ("platform-payloads")
+
+
+def test_the_history_table_may_be_updated_only_in_the_stages_state_attributes(
+    template: dict[str, Any],
+) -> None:
+    """UpdateItem names only the key and the contract's state attributes of the stage (every
+    attribute the request names, read by a condition or written: DynamoDB's
+    ``dynamodb:Attributes``), and returns nothing beyond them (``ALL_OLD``/``ALL_NEW`` would
+    return a whole item). As the DynamoDB Developer Guide writes such a statement; no put,
+    delete, batch write or get on the table (test_task_role_as_aws_evaluates_it.py puts the
+    calls to the evaluator)."""
+    (policy,) = properties(template, "TaskRole")["Policies"]
+    on_history = [
+        s
+        for s in policy["PolicyDocument"]["Statement"]
+        if s["Resource"] == {"Ref": "HistoryTableArn"}
+    ]
+    assert sorted(a for s in on_history for a in as_list(s["Action"])) == [
+        "dynamodb:Query",
+        "dynamodb:UpdateItem",
+    ]
+    (update,) = [s for s in on_history if s["Action"] == "dynamodb:UpdateItem"]
+    assert update["Condition"] == {
+        "ForAllValues:StringEquals": {"dynamodb:Attributes": STATE_ATTRIBUTES_OF_THE_STAGE},
+        "StringEqualsIfExists": {"dynamodb:ReturnValues": ["NONE", "UPDATED_OLD", "UPDATED_NEW"]},
+    }
+    (query,) = [s for s in on_history if s["Action"] == "dynamodb:Query"]
+    assert "Condition" not in query
 
 
 def test_the_execution_role_cannot_touch_the_stages_data(template: dict[str, Any]) -> None:
@@ -798,7 +977,10 @@ def test_a_share_of_unexplained_cache_misses_held_for_three_hours_raises_an_alar
 
 
 def test_the_outputs_name_everything_a_deployment_needs(template: dict[str, Any]) -> None:
+    """The stage's own resources, and its role: the joined resources' owners name it in
+    their queue, table and key policies."""
     assert set(template["Outputs"]) == STACK_OUTPUTS
+    assert template["Outputs"]["TaskRoleArn"]["Value"] == {"Fn::GetAtt": ["TaskRole", "Arn"]}
 
 
 def test_with_a_key_the_outputs_name_the_key_and_the_role_its_policy_must_admit(
@@ -807,7 +989,7 @@ def test_with_a_key_the_outputs_name_the_key_and_the_role_its_policy_must_admit(
     """Whoever writes the key policy needs the key, the worker's role, and what the other
     stages need on the key (the key's output says it, docs/DEPLOY.md spells the statements)."""
     outputs = keyed["Outputs"]
-    assert set(outputs) == STACK_OUTPUTS | {"KmsKeyArn", "TaskRoleArn"}
+    assert set(outputs) == STACK_OUTPUTS | {"KmsKeyArn"}
     assert outputs["KmsKeyArn"]["Value"] == {"Ref": "KmsKeyArn"}
     assert outputs["TaskRoleArn"]["Value"] == {"Fn::GetAtt": ["TaskRole", "Arn"]}
     description = outputs["KmsKeyArn"]["Description"]
@@ -820,12 +1002,10 @@ def task_settings(monkeypatch: pytest.MonkeyPatch, given: Mapping[str, str]) -> 
     """The worker's settings from the environment the task of a stack given ``given`` gets
     (resolved by tests/infra/cfn_stack.py); raises as the worker refuses to start."""
     stack = ConcreteStack(parameters={**ConcreteStack().parameters, **given})
-    task = stack.template["Resources"]["TaskDefinition"]["Properties"]
-    (container,) = stack.resolve(task["ContainerDefinitions"])
     for variable in ENV_WHEN_GIVEN:
         monkeypatch.delenv(variable, raising=False)
-    for entry in container["Environment"]:
-        monkeypatch.setenv(entry["Name"], str(entry["Value"]))
+    for name, value in stack.task_environment().items():
+        monkeypatch.setenv(name, str(value))
     return Settings()
 
 
@@ -1000,8 +1180,8 @@ def test_with_a_key_every_queue_is_encrypted_with_it(keyed: dict[str, Any], queu
     assert queue_properties["KmsDataKeyReusePeriodSeconds"] == 300
 
 
-def test_with_a_key_the_history_table_is_encrypted_with_it(keyed: dict[str, Any]) -> None:
-    assert properties(keyed, "HistoryTable")["SSESpecification"] == {
+def test_with_a_key_the_ledger_table_is_encrypted_with_it(keyed: dict[str, Any]) -> None:
+    assert properties(keyed, "LedgerTable")["SSESpecification"] == {
         "SSEEnabled": True,
         "SSEType": "KMS",
         "KMSMasterKeyId": {"Ref": "KmsKeyArn"},

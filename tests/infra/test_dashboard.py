@@ -144,20 +144,29 @@ def test_a_dimension_the_metric_is_not_written_with_fails_the_check() -> None:
     ]
 
 
-def test_every_widget_names_the_stacks_own_queues_cluster_and_service() -> None:
+def test_every_widget_names_the_stacks_own_queues_the_joined_ones_cluster_and_service() -> None:
+    """The converse queue and its DLQ by the stack's names; the model and compaction queues by
+    the names in the ARNs the stack joined (their DLQs are their owners' to watch)."""
     values = STACK.values()
-    sources = [f"{kind}DeadLetterQueue" for kind in ("Converse", "Model", "Compaction")]
-    queues = {values[f"{q}.QueueName"] for q in ["ConverseQueue", *sources]}
+    own = {values[f"{q}.QueueName"] for q in ["ConverseQueue", "ConverseDeadLetterQueue"]}
+    joined = {
+        STACK.joined()[arn].rsplit(":", 1)[-1] for arn in ("ModelQueueArn", "CompactionQueueArn")
+    }
+    assert joined == {"mira-model", "mira-compaction"}
+    queues = own | joined
+    seen = set()
     for properties in metric_widgets(rendered_body()):
         assert properties["region"] == STACK.region
         for namespace, _, dimensions, _ in drawn(properties):
             if namespace == "AWS/SQS":
                 assert dimensions["QueueName"] in queues
+                seen.add(dimensions["QueueName"])
             elif namespace == dashboard.ECS_TASKS:
                 assert dimensions == {
                     "ClusterName": values["Cluster"],
                     "ServiceName": values["Service.Name"],
                 }
+    assert seen == queues
 
 
 # ---------------------------------------------------------------------------- the alarms

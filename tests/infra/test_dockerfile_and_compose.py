@@ -16,6 +16,7 @@ import yaml
 from tests.infra.cfn_yaml import REPO_ROOT
 from tests.infra.stopping import kill_after_seconds
 from worker.app.resources import Resources
+from worker.settings import Settings
 
 DOCKERFILE = REPO_ROOT / "Dockerfile"
 DOCKERIGNORE = REPO_ROOT / ".dockerignore"
@@ -172,8 +173,19 @@ def test_the_worker_is_pointed_at_what_bootstrap_creates(compose: dict[str, Any]
     for spec in resources.queues:
         assert env[spec.env] == f"{LOCALSTACK_ENDPOINT}/{LOCALSTACK_ACCOUNT}/{spec.name}"
     assert env["HISTORY_TABLE"] == resources.table
+    assert env["LEDGER_TABLE"] == resources.ledger_table
     assert env["PAYLOAD_BUCKET"] == resources.bucket
     assert env["AWS_ENDPOINT_URL"] == LOCALSTACK_ENDPOINT
+
+
+def test_the_worker_service_has_every_setting_the_worker_requires(
+    compose: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for field in Settings.model_fields:  # nothing from the machine running the test
+        monkeypatch.delenv(field.upper(), raising=False)
+    for name, value in service(compose, "worker")["environment"].items():
+        monkeypatch.setenv(name, str(value))
+    Settings()  # raises, as the worker refuses to start, on a missing required variable
 
 
 def test_compose_kills_the_worker_only_after_its_stop_can_have_finished(

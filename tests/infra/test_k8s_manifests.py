@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from tests.infra.cfn_conditions import render
+from tests.infra.cfn_outputs import RESOURCE_VARIABLES
 from tests.infra.cfn_stack import ConcreteStack, queue_arn_from_url
 from tests.infra.cfn_yaml import REPO_ROOT, load_template
 from tests.infra.iam_policy import Principal, Request, is_allowed
@@ -271,8 +272,9 @@ def test_the_workers_kubernetes_policy_is_the_ecs_task_roles_policy(
     """The Kubernetes role is written by hand: it must say exactly what the template's task
     role says (which tests/infra evaluates call by call), for the ConfigMap's resources."""
     stack = example_stack(config)
-    assert stack.resolve({"Ref": "ConverseQueue"}) == config["CONVERSE_QUEUE_URL"]
-    assert stack.resolve({"Ref": "HistoryTable"}) == config["HISTORY_TABLE"]
+    environment = stack.task_environment()
+    for name in RESOURCE_VARIABLES:
+        assert environment[name] == config[name], name
     (policy,) = stack.resolve(stack.template["Resources"]["TaskRole"]["Properties"]["Policies"])
     assert iam_document("worker-policy.json") == policy["PolicyDocument"]
 

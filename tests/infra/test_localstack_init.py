@@ -18,6 +18,7 @@ import yaml
 from worker.app.resources import (
     DEAD_LETTER_RETENTION_SECONDS,
     SOURCE_RETENTION_SECONDS,
+    TTL_ATTRIBUTE,
     Resources,
     create_resources,
 )
@@ -114,6 +115,10 @@ def test_the_compose_init_creates_what_worker_bootstrap_creates(moto_endpoint: s
         )
         for name in retention
     }
-    assert from_compose["tables"]["mira-history"]["TTL"] == "expires_at"
+    # The ledger's command records expire; the history table is the writer's, made here
+    # with its key schema alone.
+    assert set(from_compose["tables"]) == {"mira-history", "mira-ledger"}
+    assert from_compose["tables"]["mira-ledger"]["TTL"] == TTL_ATTRIBUTE
+    assert from_compose["tables"]["mira-history"]["TTL"] is None
     assert from_compose["buckets"] == ["mira-payloads"]
     assert "CONVERSE_QUEUE_URL=" in printed

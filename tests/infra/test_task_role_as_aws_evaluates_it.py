@@ -3,9 +3,13 @@ generated bucket name): the template's intrinsic functions resolved, then every 
 worker makes, on the exact ARN it makes it on, put to the policy evaluator — with the bucket
 policy in force — and a few calls that must not be allowed.
 
-The ARNs come from what the worker is given, not from the policy: the queue URLs, table and
+The ARNs come from what the worker is given, not from the policy: the queue URLs, tables and
 bucket in the task definition's environment, the dead-letter queue from the converse queue's
-redrive policy (the worker reads it there), and the keys from the code's own key scheme.
+redrive policy (the worker reads it there), and the keys from the code's own key scheme. An
+UpdateItem on the history table carries, as IAM's ``dynamodb:Attributes``, the attributes the
+code's request builder names for it (tests/infra/history_requests.py), and
+``dynamodb:ReturnValues`` ``NONE``, the value a request without the parameter has (DynamoDB
+Developer Guide, "Using IAM policy conditions for fine-grained access control").
 """
 
 from __future__ import annotations
@@ -17,7 +21,8 @@ from typing import Any
 import pytest
 
 from tests.infra.cfn_stack import ConcreteStack, queue_arn_from_url
-from tests.infra.iam_policy import Decision, Principal, Request, evaluate
+from tests.infra.history_requests import attributes_named, history_updates
+from tests.infra.iam_policy import ContextValue, Decision, Principal, Request, evaluate
 from tests.infra.test_task_role_matches_the_code import (
     GRANTED_FOR_AWS_ERROR_ANSWERS,
     actions_the_code_calls,
@@ -39,7 +44,8 @@ class Worker:
     dead_letter_queue: str
     model_queue: str
     compaction_queue: str
-    table: str
+    history_table: str
+    ledger_table: str
     bucket: str
     bucket_name: str
     role: str
@@ -47,16 +53,16 @@ class Worker:
 
 def worker_of(stack: ConcreteStack) -> Worker:
     resources = stack.template["Resources"]
-    (container,) = stack.resolve(resources["TaskDefinition"]["Properties"]["ContainerDefinitions"])
-    env = {entry["Name"]: entry["Value"] for entry in container["Environment"]}
+    env = stack.task_environment()
     redrive = stack.resolve(resources["ConverseQueue"]["Properties"]["RedrivePolicy"])
-    table_arn = f"arn:aws:dynamodb:{stack.region}:{stack.account}:table/{env['HISTORY_TABLE']}"
+    tables = f"arn:aws:dynamodb:{stack.region}:{stack.account}:table"
     return Worker(
         converse_queue=queue_arn_from_url(env["CONVERSE_QUEUE_URL"]),
         dead_letter_queue=redrive["deadLetterTargetArn"],
         model_queue=queue_arn_from_url(env["MODEL_QUEUE_URL"]),
         compaction_queue=queue_arn_from_url(env["COMPACTION_QUEUE_URL"]),
-        table=table_arn,
+        history_table=f"{tables}/{env['HISTORY_TABLE']}",
+        ledger_table=f"{tables}/{env['LEDGER_TABLE']}",
         bucket=f"arn:aws:s3:::{env['PAYLOAD_BUCKET']}",
         bucket_name=env["PAYLOAD_BUCKET"],
         role=stack.resolve({"Fn::GetAtt": ["TaskRole", "Arn"]}),
@@ -75,35 +81,72 @@ def task_role_policies(stack: ConcreteStack) -> list[dict[str, Any]]:
     return [p["PolicyDocument"] for p in role["Policies"]] + [bucket_policy["PolicyDocument"]]
 
 
-def as_the_worker(action: str, resource: str, context: dict[str, str] | None = None) -> Decision:
-    request = Request(action, resource, Principal("AWS", WORKER.role), context or TLS)
+def as_the_worker(
+    action: str, resource: str, context: dict[str, ContextValue] | None = None
+) -> Decision:
+    request = Request(action, resource, Principal("AWS", WORKER.role), {**TLS, **(context or {})})
     return evaluate(task_role_policies(STACK), request)
 
 
-#: Each call the worker makes (IAM action) and the ARN it makes it on.
-WORKER_CALLS: list[tuple[str, Callable[[Worker], str]]] = [
-    ("sqs:ReceiveMessage", lambda w: w.converse_queue),
-    ("sqs:DeleteMessage", lambda w: w.converse_queue),
-    ("sqs:ChangeMessageVisibility", lambda w: w.converse_queue),
-    ("sqs:GetQueueAttributes", lambda w: w.converse_queue),
-    ("sqs:GetQueueUrl", lambda w: w.dead_letter_queue),
-    ("sqs:SendMessage", lambda w: w.dead_letter_queue),
-    ("sqs:SendMessage", lambda w: w.model_queue),
-    ("sqs:SendMessage", lambda w: w.compaction_queue),
-    ("dynamodb:Query", lambda w: w.table),
-    ("dynamodb:UpdateItem", lambda w: w.table),
-    ("dynamodb:GetItem", lambda w: w.table),
-    ("dynamodb:BatchWriteItem", lambda w: w.table),
-    ("s3:GetObject", lambda w: f"{w.bucket}/{INBOUND_KEY}"),
-    ("s3:GetObject", lambda w: f"{w.bucket}/producers/{INBOUND_KEY}"),
-    ("s3:PutObject", lambda w: f"{w.bucket}/{payload_key('matter-1187', 'c-8f2e')}"),
-    ("s3:ListBucket", lambda w: w.bucket),
+def an_update(request: dict[str, Any], return_values: str = "NONE") -> dict[str, ContextValue]:
+    """The request context of an UpdateItem: the attributes it names, and ReturnValues."""
+    return {
+        "dynamodb:Attributes": tuple(sorted(attributes_named(request))),
+        "dynamodb:ReturnValues": return_values,
+    }
+
+
+#: An UpdateItem of the stage's own shape on a message item's key, and one more attribute.
+MESSAGE_KEY = {"pk": {"S": "matter-1187"}, "sk": {"S": "msg#000000000042"}}
+
+
+def writing(attribute: str) -> dict[str, Any]:
+    return {"Key": MESSAGE_KEY, "UpdateExpression": f"SET {attribute} = :v"}
+
+
+NO_CONTEXT: Callable[[], dict[str, ContextValue]] = dict
+
+#: Each call the worker makes (IAM action), the ARN it makes it on, and the request context
+#: it carries. The history table's UpdateItem: each shape the code's builders make.
+WORKER_CALLS: list[tuple[str, Callable[[Worker], str], Callable[[], dict[str, ContextValue]]]] = [
+    ("sqs:ReceiveMessage", lambda w: w.converse_queue, NO_CONTEXT),
+    ("sqs:DeleteMessage", lambda w: w.converse_queue, NO_CONTEXT),
+    ("sqs:ChangeMessageVisibility", lambda w: w.converse_queue, NO_CONTEXT),
+    ("sqs:GetQueueAttributes", lambda w: w.converse_queue, NO_CONTEXT),
+    ("sqs:GetQueueUrl", lambda w: w.dead_letter_queue, NO_CONTEXT),
+    ("sqs:SendMessage", lambda w: w.dead_letter_queue, NO_CONTEXT),
+    ("sqs:SendMessage", lambda w: w.model_queue, NO_CONTEXT),
+    ("sqs:SendMessage", lambda w: w.compaction_queue, NO_CONTEXT),
+    # The start-up checks: each queue the stage sends to is there and reachable.
+    ("sqs:GetQueueAttributes", lambda w: w.model_queue, NO_CONTEXT),
+    ("sqs:GetQueueAttributes", lambda w: w.compaction_queue, NO_CONTEXT),
+    ("dynamodb:Query", lambda w: w.history_table, NO_CONTEXT),
+    *(
+        (
+            "dynamodb:UpdateItem",
+            lambda w: w.history_table,
+            lambda shape=shape: an_update(history_updates()[shape]),
+        )
+        for shape in sorted(history_updates())
+    ),
+    ("dynamodb:UpdateItem", lambda w: w.ledger_table, NO_CONTEXT),
+    ("dynamodb:GetItem", lambda w: w.ledger_table, NO_CONTEXT),
+    ("dynamodb:BatchWriteItem", lambda w: w.ledger_table, NO_CONTEXT),
+    ("s3:GetObject", lambda w: f"{w.bucket}/{INBOUND_KEY}", NO_CONTEXT),
+    ("s3:GetObject", lambda w: f"{w.bucket}/producers/{INBOUND_KEY}", NO_CONTEXT),
+    ("s3:PutObject", lambda w: f"{w.bucket}/{payload_key('matter-1187', 'c-8f2e')}", NO_CONTEXT),
+    ("s3:ListBucket", lambda w: w.bucket, NO_CONTEXT),
 ]
+#: The history table's UpdateItem shapes, in WORKER_CALLS's order, for the ids.
+_SHAPES = iter(sorted(history_updates()))
 #: A test over each call the worker makes, one case a call.
 each_worker_call = pytest.mark.parametrize(
-    ("action", "resource_of"),
+    ("action", "resource_of", "context_of"),
     WORKER_CALLS,
-    ids=[f"{action}-{i}" for i, (action, _) in enumerate(WORKER_CALLS)],
+    ids=[
+        f"{action}-{i}" + (f"-{next(_SHAPES)}" if context is not NO_CONTEXT else "")
+        for i, (action, _, context) in enumerate(WORKER_CALLS)
+    ],
 )
 
 #: Calls the worker must not be able to make, and why each matters.
@@ -119,8 +162,13 @@ FORBIDDEN_CALLS: list[tuple[str, Callable[[Worker], str], str]] = [
         lambda _: f"arn:aws:dynamodb:{STACK.region}:{STACK.account}:table/other-history",
         "another table",
     ),
-    ("dynamodb:DeleteItem", lambda w: w.table, "delete history"),
-    ("dynamodb:PutItem", lambda w: w.table, "write history"),
+    ("dynamodb:DeleteItem", lambda w: w.history_table, "delete history"),
+    ("dynamodb:PutItem", lambda w: w.history_table, "write history whole"),
+    ("dynamodb:BatchWriteItem", lambda w: w.history_table, "batch-write history"),
+    ("dynamodb:GetItem", lambda w: w.history_table, "get from history"),
+    ("dynamodb:Scan", lambda w: w.history_table, "scan every conversation"),
+    ("dynamodb:Query", lambda w: w.ledger_table, "the ledger is only read by key"),
+    ("dynamodb:DeleteItem", lambda w: w.ledger_table, "delete a command record"),
     (
         "sqs:SendMessage",
         lambda _: f"arn:aws:sqs:{STACK.region}:{STACK.account}:other-model",
@@ -142,20 +190,24 @@ def test_the_concrete_stack_names_what_the_template_names() -> None:
     """Guard the resolution itself: the ARNs follow the stack name, account and region."""
     assert WORKER.converse_queue == "arn:aws:sqs:eu-west-1:111122223333:mira-converse"
     assert WORKER.dead_letter_queue == "arn:aws:sqs:eu-west-1:111122223333:mira-converse-dlq"
-    assert WORKER.table == "arn:aws:dynamodb:eu-west-1:111122223333:table/mira-history"
+    assert WORKER.history_table == "arn:aws:dynamodb:eu-west-1:111122223333:table/mira-history"
+    assert WORKER.ledger_table == "arn:aws:dynamodb:eu-west-1:111122223333:table/mira-ledger"
+    assert WORKER.model_queue == "arn:aws:sqs:eu-west-1:111122223333:mira-model"
     assert WORKER.bucket == f"arn:aws:s3:::{STACK.bucket}"
 
 
 def test_every_action_the_code_calls_is_evaluated_here() -> None:
-    evaluated = {action for action, _ in WORKER_CALLS}
+    evaluated = {action for action, _, _ in WORKER_CALLS}
     assert evaluated == actions_the_code_calls() | GRANTED_FOR_AWS_ERROR_ANSWERS
 
 
 @each_worker_call
 def test_the_task_role_allows_each_call_the_worker_makes(
-    action: str, resource_of: Callable[[Worker], str]
+    action: str,
+    resource_of: Callable[[Worker], str],
+    context_of: Callable[[], dict[str, ContextValue]],
 ) -> None:
-    assert as_the_worker(action, resource_of(WORKER)) is Decision.ALLOWED
+    assert as_the_worker(action, resource_of(WORKER), context_of()) is Decision.ALLOWED
 
 
 @pytest.mark.parametrize(
@@ -167,6 +219,55 @@ def test_the_task_role_refuses_calls_outside_the_stage(
     action: str, resource_of: Callable[[Worker], str], why: str
 ) -> None:
     assert as_the_worker(action, resource_of(WORKER)) is not Decision.ALLOWED, why
+
+
+#: A fold claim of the code's, with the stage's own anchor.
+FOLD_CLAIM = history_updates()["fold claim with the anchor, snapshot with its summary"]
+
+#: UpdateItems on the history table the role must refuse: the request context, and why.
+FORBIDDEN_UPDATES: list[tuple[dict[str, ContextValue], str]] = [
+    (an_update(writing("content")), "rewrite a message's content"),
+    (an_update(writing("role")), "turn a question into an answer"),
+    (an_update(writing("seq")), "renumber a message"),
+    (an_update(writing("model_usage")), "forge the model's bill"),
+    (an_update(writing("folded_through")), "move the compactor's fold mark"),
+    (an_update(writing("fold_summary")), "rewrite the compactor's summary"),
+    (
+        an_update({**FOLD_CLAIM, "UpdateExpression": FOLD_CLAIM["UpdateExpression"] + ", x = :x"}),
+        "the stage's own write with one attribute more",
+    ),
+    (
+        an_update(
+            {
+                "Key": {"pk": {"S": "matter-1187"}, "sk": {"S": "cmd#c-8f2e"}},
+                "UpdateExpression": "SET #s = :s, lease_until = :u",
+                "ExpressionAttributeNames": {"#s": "status"},
+            }
+        ),
+        "the previous release's ledger records",
+    ),
+    (an_update(FOLD_CLAIM, return_values="ALL_OLD"), "return the whole item before"),
+    (an_update(FOLD_CLAIM, return_values="ALL_NEW"), "return the whole item after"),
+]
+
+
+@pytest.mark.parametrize(
+    "context", [c for c, _ in FORBIDDEN_UPDATES], ids=[why for _, why in FORBIDDEN_UPDATES]
+)
+def test_the_task_role_refuses_an_update_of_the_history_beyond_the_stages_attributes(
+    context: dict[str, ContextValue],
+) -> None:
+    assert as_the_worker("dynamodb:UpdateItem", WORKER.history_table, context) is not (
+        Decision.ALLOWED
+    )
+
+
+def test_the_same_updates_are_the_ledgers_own_to_make() -> None:
+    """Guard the refusals above: on the stage's own ledger the same requests pass."""
+    for context, why in FORBIDDEN_UPDATES:
+        assert as_the_worker("dynamodb:UpdateItem", WORKER.ledger_table, context) is (
+            Decision.ALLOWED
+        ), why
 
 
 def test_the_bucket_refuses_the_worker_over_plain_http() -> None:
@@ -320,7 +421,7 @@ def test_every_call_that_touches_a_message_item_or_object_has_its_kms_needs_name
         "sqs:GetQueueUrl",
         "s3:ListBucket",
     }
-    assert set(KMS_NEEDS) | without_data == {action for action, _ in WORKER_CALLS}
+    assert set(KMS_NEEDS) | without_data == {action for action, _, _ in WORKER_CALLS}
     assert not set(KMS_NEEDS) & without_data
 
 
@@ -374,9 +475,14 @@ def test_without_a_key_the_role_has_no_kms_permission_at_all() -> None:
 
 @each_worker_call
 def test_with_a_key_the_role_still_allows_each_call_the_worker_makes(
-    action: str, resource_of: Callable[[Worker], str]
+    action: str,
+    resource_of: Callable[[Worker], str],
+    context_of: Callable[[], dict[str, ContextValue]],
 ) -> None:
     keyed_worker = worker_of(KEYED)
     assert keyed_worker == WORKER
-    request = Request(action, resource_of(keyed_worker), Principal("AWS", keyed_worker.role), TLS)
+    context = {**TLS, **context_of()}
+    request = Request(
+        action, resource_of(keyed_worker), Principal("AWS", keyed_worker.role), context
+    )
     assert evaluate(task_role_policies(KEYED), request) is Decision.ALLOWED

@@ -6,6 +6,11 @@ client): every ``self._client.<operation>(`` becomes an IAM action. Batch operat
 authorised by their single-message action, as IAM defines them. Where the code fixes the
 resource (the key prefix it writes under), the grant's resource is pinned to it too.
 
+On DynamoDB the grant is pinned table by table: the history table gets exactly what the
+modules that runtime.py gives the history table call, the ledger exactly what the ledger's
+module calls; and the history table's UpdateItem names exactly the attributes the code's
+request builders name, no more (tests/infra/history_requests.py builds each shape).
+
 With KmsKeyArn the role also grants the KMS actions SQS, DynamoDB and S3 make with the worker's
 credentials: those are the services' calls, not the code's, and nothing else is added.
 """
@@ -19,16 +24,35 @@ from typing import Any
 import pytest
 
 from tests.infra.cfn_conditions import with_condition
-from tests.infra.cfn_yaml import load_template, reference_name
+from tests.infra.cfn_stack import ConcreteStack
+from tests.infra.cfn_yaml import load_template
+from tests.infra.history_requests import attributes_named, history_updates
 from worker.turn.payloads import KEY_PREFIX, payload_key
 
-ADAPTERS = Path(__file__).resolve().parents[2] / "worker" / "adapters"
+WORKER = Path(__file__).resolve().parents[2] / "worker"
+ADAPTERS = WORKER / "adapters"
+RUNTIME = WORKER / "app" / "runtime.py"
 SERVICE_OF_MODULE = {
     "sqs.py": "sqs",
     "dynamodb.py": "dynamodb",
     "ledger.py": "dynamodb",
+    "legacy_ledger.py": "dynamodb",
     "s3.py": "s3",
     "probes.py": "dynamodb",
+}
+#: The DynamoDB adapters by the class runtime.py makes of each, and the setting naming the
+#: table it is given there (test_runtime_gives_each_dynamodb_adapter_its_table checks it).
+DYNAMODB_ADAPTERS = {
+    "DynamoHistoryStore": ("dynamodb.py", "history_table"),
+    "LegacyRecords": ("legacy_ledger.py", "history_table"),
+    "TableProbe": ("probes.py", "history_table"),
+    "DynamoCommandLedger": ("ledger.py", "ledger_table"),
+}
+STACK = ConcreteStack()
+#: Each table's ARN in the concrete stack, by the setting that names it.
+TABLE_ARN = {
+    "history_table": STACK.joined()["HistoryTableArn"],
+    "ledger_table": STACK.values()["LedgerTable.Arn"],
 }
 #: IAM has no separate action for these: the single-message action authorises the batch, and
 #: s3:GetObject authorises HeadObject (S3's "Actions, resources, and condition keys").
@@ -127,38 +151,141 @@ def test_with_a_key_the_role_adds_the_keys_data_key_actions_and_nothing_else() -
         actions_the_role_grants(keyed)
         == actions_the_code_calls() | GRANTED_FOR_AWS_ERROR_ANSWERS | GRANTED_FOR_THE_KEY
     )
+    key = "arn:aws:kms:eu-west-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+    stack = ConcreteStack(parameters={**STACK.parameters, "KmsKeyArn": key})
     for action in GRANTED_FOR_THE_KEY:
-        assert resources_granted(keyed, action) == {"KmsKeyArn"}
+        assert resources_granted(action, stack) == {key}
 
 
-def resources_granted(template: dict[str, Any], action: str) -> set[str]:
-    role = template["Resources"]["TaskRole"]["Properties"]
-    found = set()
-    for policy in role["Policies"]:
-        for statement in policy["PolicyDocument"]["Statement"]:
-            actions = statement["Action"]
-            if action in (actions if isinstance(actions, list) else [actions]):
-                resources = statement["Resource"]
-                found |= {
-                    reference_name(resource)
-                    for resource in (resources if isinstance(resources, list) else [resources])
-                }
-    return found
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def statements(stack: ConcreteStack = STACK) -> list[dict[str, Any]]:
+    """The task role's statements, resolved for ``stack``."""
+    (policy,) = stack.resolve(stack.template["Resources"]["TaskRole"]["Properties"]["Policies"])
+    return list(policy["PolicyDocument"]["Statement"])
+
+
+def resources_granted(action: str, stack: ConcreteStack = STACK) -> set[str]:
+    """The ARNs the role grants ``action`` on, for ``stack``."""
+    return {
+        resource
+        for statement in statements(stack)
+        if action in as_list(statement["Action"])
+        for resource in as_list(statement["Resource"])
+    }
+
+
+def actions_granted_on(arn: str) -> set[str]:
+    return {
+        action
+        for statement in statements()
+        if arn in as_list(statement["Resource"])
+        for action in as_list(statement["Action"])
+    }
 
 
 def test_the_worker_writes_objects_only_where_the_role_lets_it_put() -> None:
     """The code's one key scheme is under KEY_PREFIX, and PutObject is granted there only."""
     assert payload_key("matter-1187", "c-8f2e").startswith(KEY_PREFIX)
     assert KEY_PREFIX.endswith("/")
-    assert resources_granted(without_a_key(), "s3:PutObject") == {
-        f"PayloadBucket.Arn/{KEY_PREFIX}*"
-    }
+    bucket = f"arn:aws:s3:::{STACK.bucket}"
+    assert resources_granted("s3:PutObject") == {f"{bucket}/{KEY_PREFIX}*"}
 
 
 def test_the_worker_reads_payloads_at_any_key_and_lists_nothing_but_its_bucket() -> None:
-    template = without_a_key()
-    assert resources_granted(template, "s3:GetObject") == {"PayloadBucket.Arn/*"}
-    assert resources_granted(template, "s3:ListBucket") == {"PayloadBucket.Arn"}
+    bucket = f"arn:aws:s3:::{STACK.bucket}"
+    assert resources_granted("s3:GetObject") == {f"{bucket}/*"}
+    assert resources_granted("s3:ListBucket") == {bucket}
+
+
+# ---------------------------------------------------------------------------- table by table
+
+
+def tables_given_in_runtime() -> dict[str, str]:
+    """``Class(client, settings.<table>, …)`` in runtime.py: class -> the setting named."""
+    given = {}
+    for node in ast.walk(ast.parse(RUNTIME.read_text(encoding="utf-8"))):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
+            continue
+        if node.func.id in DYNAMODB_ADAPTERS and len(node.args) >= 2:
+            table = node.args[1]
+            if isinstance(table, ast.Attribute) and table.attr.endswith("_table"):
+                given[node.func.id] = table.attr
+    return given
+
+
+def test_runtime_gives_each_dynamodb_adapter_its_table() -> None:
+    assert tables_given_in_runtime() == {
+        name: table for name, (_, table) in DYNAMODB_ADAPTERS.items()
+    }
+
+
+@pytest.mark.parametrize("table", sorted(TABLE_ARN))
+def test_the_role_grants_on_each_table_exactly_what_the_code_calls_on_it(table: str) -> None:
+    """The history table: Query (the page, the previous release's records, the probe) and
+    UpdateItem (the fold claim and its release, the anchor). The ledger: its calls. No
+    GetItem, PutItem, BatchWriteItem or DeleteItem on the history table."""
+    called = set()
+    for module, setting in DYNAMODB_ADAPTERS.values():
+        if setting == table:
+            called |= {iam_action("dynamodb", op) for op in operations_called(ADAPTERS / module)}
+    assert actions_granted_on(TABLE_ARN[table]) == called
+    if table == "history_table":
+        assert called == {"dynamodb:Query", "dynamodb:UpdateItem"}
+
+
+def granted_attributes() -> set[str]:
+    (update,) = [
+        s
+        for s in statements()
+        if s["Resource"] == TABLE_ARN["history_table"] and s["Action"] == "dynamodb:UpdateItem"
+    ]
+    return set(update["Condition"]["ForAllValues:StringEquals"]["dynamodb:Attributes"])
+
+
+@pytest.mark.parametrize("shape", sorted(history_updates()))
+def test_each_history_update_of_the_code_names_only_attributes_the_role_grants(
+    shape: str,
+) -> None:
+    assert attributes_named(history_updates()[shape]) <= granted_attributes()
+
+
+def test_the_role_grants_no_attribute_the_code_does_not_name() -> None:
+    """The list is the union of what the request builders name, the key included."""
+    named = set().union(*(attributes_named(r) for r in history_updates().values()))
+    assert named == granted_attributes()
+    assert {"pk", "sk"} <= named
+
+
+@pytest.mark.parametrize(
+    ("request_", "named"),
+    [
+        ({"Key": {"pk": {}, "sk": {}}}, {"pk", "sk"}),
+        ({"UpdateExpression": "SET a = :a, b.c[0] = :b REMOVE d"}, {"a", "b", "d"}),
+        (
+            {
+                "UpdateExpression": "SET #n = if_not_exists(#n, :z) + :one",
+                "ExpressionAttributeNames": {"#n": "count"},
+            },
+            {"count"},
+        ),
+        (
+            {"ConditionExpression": "attribute_exists(v) AND size(w) > :n OR NOT x IN (:a, :b)"},
+            {"v", "w", "x"},
+        ),
+        ({"ConditionExpression": "y BETWEEN :low AND :high AND begins_with(z, :p)"}, {"y", "z"}),
+        ({"UpdateExpression": "ADD s :s DELETE t :t"}, {"s", "t"}),
+    ],
+    ids=["key", "paths", "placeholders", "functions", "between", "add-delete"],
+)
+def test_the_attribute_reader_finds_each_top_level_name_of_a_request(
+    request_: dict[str, Any], named: set[str]
+) -> None:
+    """Guard the reader: names behind placeholders, paths to their first element, never a
+    value, a function or a keyword."""
+    assert attributes_named(request_) == named
 
 
 @pytest.mark.parametrize(

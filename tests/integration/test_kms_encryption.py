@@ -1,6 +1,6 @@
-"""Under a customer managed key the worker needs no change: the template, deployed to a moto
-server with KmsKeyArn set to a key made in moto's KMS, puts the queues on SSE-KMS and the
-bucket on the key; with a history table on the same key, the real worker, given the stack's
+"""Under a customer managed key the worker needs no change: the templates (the pipeline stack
+and the converse stack joined to it), deployed to a moto server with KmsKeyArn set to a key
+made in moto's KMS, put the queues on SSE-KMS and the bucket on the key; with a history table on the same key, the real worker, given the stack's
 outputs only, serves turns through them with its own unchanged calls (none of them carries an
 encryption parameter: the services encrypt).
 
@@ -43,7 +43,10 @@ def key_and_outputs(fresh_moto: str) -> tuple[str, dict[str, str]]:
     """A key, the stack deployed with it, and the history table on it."""
     kms = aws_client("kms", fresh_moto)
     key = kms.create_key(Description="mira converse stage")["KeyMetadata"]["Arn"]
-    outputs = deploy_stack(fresh_moto, stack_name="keyed", parameters={"KmsKeyArn": key})
+    keyed = {"KmsKeyArn": key}
+    outputs = deploy_stack(
+        fresh_moto, stack_name="keyed", parameters=keyed, pipeline_parameters=keyed
+    )
     dynamodb = aws_client("dynamodb", fresh_moto)
     dynamodb.create_table(
         **history_table_definition(KEYED_TABLE),

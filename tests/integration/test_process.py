@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from localaws.proxy import TcpProxy
+from tests.infra.cfn_outputs import RESOURCE_VARIABLES
 from tests.integration.conftest import Stack, body_of, exchanges, running_worker
 
 pytestmark = pytest.mark.integration
@@ -147,14 +148,7 @@ async def test_bootstrap_prints_the_env_lines_and_is_idempotent(stack: Stack) ->
     first, second = await bootstrap(), await bootstrap()
     assert first.stdout == second.stdout
     lines = dict(line.split("=", 1) for line in first.stdout.splitlines())
-    assert set(lines) == {
-        "CONVERSE_QUEUE_URL",
-        "MODEL_QUEUE_URL",
-        "COMPACTION_QUEUE_URL",
-        "HISTORY_TABLE",
-        "LEDGER_TABLE",
-        "PAYLOAD_BUCKET",
-    }
+    assert set(lines) == set(RESOURCE_VARIABLES)
     assert lines["CONVERSE_QUEUE_URL"].endswith("/other-converse")
     attributes = await stack.clients.sqs.get_queue_attributes(
         QueueUrl=lines["CONVERSE_QUEUE_URL"], AttributeNames=["RedrivePolicy"]
