@@ -33,12 +33,13 @@ PICTURE = REPO_ROOT / "docs" / "dashboard.png"
 FLUSH_SECONDS = 1
 #: How often the queues' depths are read.
 SAMPLE_SECONDS = 1.0
-#: The queues sampled, by their variable: the converse queue and the three dead-letter queues.
+#: The queues sampled, by their variable: the converse queue and its dead-letter queue, and
+#: the model and compaction queues the dashboard reads beside them.
 SAMPLED = {
     "CONVERSE_QUEUE_URL": "converse",
     "CONVERSE_DLQ_URL": "converse-dlq",
-    "MODEL_DLQ_URL": "model-dlq",
-    "COMPACTION_DLQ_URL": "compaction-dlq",
+    "MODEL_QUEUE_URL": "model",
+    "COMPACTION_QUEUE_URL": "compaction",
 }
 
 

@@ -1,8 +1,8 @@
 """Under a customer managed key the worker needs no change: the templates (the pipeline stack
 and the converse stack joined to it), deployed to a moto server with KmsKeyArn set to a key
-made in moto's KMS, put the queues on SSE-KMS and the bucket on the key; with a history table on the same key, the real worker, given the stack's
-outputs only, serves turns through them with its own unchanged calls (none of them carries an
-encryption parameter: the services encrypt).
+made in moto's KMS, put the queues on SSE-KMS and the bucket on the key; with a history table
+on the same key, the real worker, given the stacks' outputs only, serves turns through them with
+its own unchanged calls (none of them carries an encryption parameter: the services encrypt).
 
 What moto does not do, and so what this test cannot show: moto's SQS and DynamoDB store the key
 settings but neither encrypt nor call KMS, and no moto service checks IAM or a key policy. So
