@@ -256,3 +256,56 @@ def test_the_rights_on_the_history_table_are_the_state_attributes_this_stage_wri
     [row] = [r for r in rows if r["resource"] == "history table"]
     rights = set(page.code_spans(row["the stage's rights"])) - {"Query", "UpdateItem", "state"}
     assert rights == declared("state", writer=THIS_STAGE)
+
+
+# --- pointers to the page ---------------------------------------------------------------------
+
+ROOT = page.PAGE.parents[1]
+#: A docstring's pointer to a section: ``docs/CONTRACT.md``, "The window rules".
+_CITED = re.compile(r'docs/CONTRACT\.md`*\)?, "([^"]+)"')
+#: A markdown link to a section: ``](CONTRACT.md#the-window-rules)`` elsewhere, ``](#…)`` on
+#: the page itself.
+_LINKED = re.compile(r"\]\([./\w]*CONTRACT\.md#([\w-]+)\)")
+_LINKED_HERE = re.compile(r"\]\(#([\w-]+)\)")
+
+
+def slug(heading: str) -> str:
+    """A heading's anchor as GitHub renders it: lower case, punctuation dropped, spaces to -."""
+    return re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+
+
+def sources(*patterns: str) -> list[Path]:
+    return sorted(path for pattern in patterns for path in ROOT.glob(pattern))
+
+
+def test_every_section_cited_in_the_code_is_a_section_of_the_page() -> None:
+    headings = list(page.sections())
+    cited = {
+        (path.relative_to(ROOT), name)
+        for path in sources("worker/**/*.py", "bench/**/*.py", "localaws/**/*.py")
+        for name in _CITED.findall(path.read_text())
+    }
+    assert cited, "the scan found no citation at all"
+    assert {(p, n) for p, n in cited if not any(h.startswith(n) for h in headings)} == set()
+
+
+def test_every_link_to_a_section_of_the_page_has_its_heading() -> None:
+    anchors = {slug(heading) for heading in page.sections()}
+    linked = {
+        (path.relative_to(ROOT), anchor)
+        for path in sources("README.md", "docs/**/*.md")
+        for anchor in (_LINKED_HERE if path == page.PAGE else _LINKED).findall(path.read_text())
+    }
+    assert {p for p, _ in linked} > {Path("docs/CONTRACT.md")}, "links here and elsewhere"
+    assert {(p, a) for p, a in linked if a not in anchors} == set()
+
+
+def test_no_file_points_to_the_shared_folder_outside_the_repository() -> None:
+    outside = "../" + "shared"  # spelled apart, so this file does not name it
+    pointing = [
+        path.relative_to(ROOT)
+        for path in sources("*.md", "docs/**/*.md", "worker/**/*.py", "bench/**/*.py",
+                            "localaws/**/*.py", "tests/**/*.py", "infra/**/*.yaml")
+        if outside in path.read_text()
+    ]  # fmt: skip
+    assert pointing == []
