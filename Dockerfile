@@ -25,8 +25,9 @@ RUN pip install --no-cache-dir --no-deps --require-hashes -r requirements.lock \
     && pip check
 
 # The project itself: built with the locked setuptools (no isolated build environment that
-# would fetch unpinned build tools) and with no index, so nothing more is downloaded.
-COPY pyproject.toml README.md ./
+# would fetch unpinned build tools) and with no index, so nothing more is downloaded. LICENSE is
+# pyproject.toml's license-files: the installed package carries it.
+COPY pyproject.toml README.md LICENSE ./
 COPY worker/ worker/
 RUN pip install --no-cache-dir --no-deps --no-build-isolation --no-index . \
     && rm -rf /src/build /src/*.egg-info

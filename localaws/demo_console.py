@@ -3,10 +3,10 @@ model stage's stand-in answered: for a reader, never for a queue.
 
 Long texts are shortened to their head and tail; a trimmed history message keeps its
 omission marker in view, so the console shows exactly where the window cut and by how
-much. A conversation's first prompt payload is shown as its header, ``history`` as stored
-(with seqs) and ``converse`` as the model stage hands it to Bedrock, one block a line; a
-later one in one line (its window and what it expects of the cache), and each answer as its
-bill (Converse's ``usage``).
+much. A conversation's first prompt payload is shown as its header (ids and the contract's
+version), ``history`` as stored (with seqs) and ``converse`` as the model stage hands it to
+Bedrock, one block a line; a later one in one line (its window and what it expects of the
+cache), and each answer as its bill (Converse's ``usage``).
 """
 
 from __future__ import annotations
@@ -43,7 +43,8 @@ def show_prompt(payload: dict[str, Any]) -> str:
     """The prompt payload: header, ``history`` beside the ``converse`` view, ``message``."""
     memory = payload["memory"]
     lines = [
-        f"command {payload['command_id']} · conversation {payload['conversation_id']}",
+        f"command {payload['command_id']} · conversation {payload['conversation_id']} · "
+        f"contract {payload['contract']}",
         "memory: "
         + (
             "none"

@@ -1,9 +1,9 @@
 """dynalite: a real DynamoDB implementation on 127.0.0.1, for measuring per-turn reads.
 
-moto's DynamoDB scans the whole table on every Query (``../shared/LOCAL-AWS.md``), so
-per-turn costs are measured against dynalite instead. This module installs it with
-npm into ``.bench/dynalite`` (once; nothing is downloaded beyond the npm registry),
-starts it in memory on a free port, waits until it answers, and stops it::
+moto's DynamoDB scans the whole table on every Query (``docs/benchmarks/method.md``, "The
+local servers"), so per-turn costs are measured against dynalite instead. This module
+installs it with npm into ``.bench/dynalite`` (once; nothing is downloaded beyond the npm
+registry), starts it in memory on a free port, waits until it answers, and stops it::
 
     with running_dynalite() as endpoint:
         client = boto3.client("dynamodb", endpoint_url=endpoint, **DUMMY_CLIENT_ARGS)

@@ -3,9 +3,10 @@ and system prompt first (of any size: :mod:`localaws.model_prefix`), then the pr
 ``converse`` view as is, priced by the prompt-cache stand-in (:mod:`localaws.bedrock_cache`,
 one cache per conversation); and the writer of the answer with its bill, ``model_usage``.
 
-The answer item is laid out here from the contract's "History table" and "The bill,
-observed", not with ``localaws.history_writer``: a second implementation of the
-contract, so a test of the stage's reader against it checks the layout, not a copy.
+The answer item is laid out here from the contract's "The history table" and "The bill,
+observed" (``docs/CONTRACT.md``), not with ``localaws.history_writer``: a second
+implementation of the contract, so a test of the stage's reader against it checks the layout,
+not a copy.
 
 The deviations that are the model stage's own live here, each off by default: its system
 prompt changed once mid-conversation (:class:`SystemPromptChange`), from a call of each

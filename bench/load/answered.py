@@ -2,7 +2,7 @@
 stand-in, and its answer is stored with its bill, so the next turn reads what it paid.
 
 :func:`answered_turns` is :func:`bench.load.replay.replay_plans` with the loop closed through
-the history table's layout (``../shared/CONTRACT.md``, "The bill, observed"). Turn ``t``:
+the history table's layout (``docs/CONTRACT.md``, "The bill, observed"). Turn ``t``:
 
 1. the scripted compactor lands its folds, the stage reads its page and plans
    (:func:`worker.turn.reading.read_turn`, :func:`worker.planning.plan_turn`), the anchor and

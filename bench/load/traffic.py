@@ -1,9 +1,9 @@
 """The benchmark's traffic: converse commands in, prompt payloads out, both queues shallow.
 
-moto's SQS slows sharply with a backlog (``../shared/LOCAL-AWS.md``), so nothing here
-lets a queue grow: the closed-loop feeder keeps at most ``window`` commands between
-the converse queue and the model queue; the open-loop feeder sends at a fixed rate
-below saturation; the drain empties the model queue as payloads arrive.
+moto's SQS slows sharply with a backlog (``docs/benchmarks/method.md``, "The local
+servers"), so nothing here lets a queue grow: the closed-loop feeder keeps at most ``window``
+commands between the converse queue and the model queue; the open-loop feeder sends at a fixed
+rate below saturation; the drain empties the model queue as payloads arrive.
 
 Arrival time is the model queue's own ``SentTimestamp`` (when SQS accepted the
 payload), so how fast the drain polls does not colour the latencies.

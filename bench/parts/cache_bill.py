@@ -2,9 +2,9 @@
 
 - :class:`Tally`: one contender's billed units, cache reads and writes, history tokens,
   fold-gap turns and re-anchors over its turns, and its bill per conversation;
-- :func:`stepped_window`: the peer to beat (``../shared/PROMPT-CACHE.md``): the sliding
-  window's start moved on to the next grid line of ``step`` tokens of history, then to
-  the next question, never past the floor's start.
+- :func:`stepped_window`: the peer to beat (``docs/CACHE.md``, "The stepped peer"): the
+  sliding window's start moved on to the next grid line of ``step`` tokens of history, then
+  to the next question, never past the floor's start.
 """
 
 from __future__ import annotations

@@ -236,14 +236,15 @@ def limits_section(m: Model, deploy: dict[str, Any], loads: dict[str, float]) ->
               "a person's pace", "a person's pace", inf, "never for a person",
               "ordering per conversation is what the model stage wants; many conversations "
               "spread over many groups"),
-        Limit("History table: one conversation's partition",
+        Limit("History and ledger tables: one conversation's partition",
               f"{value('ddb_partition_rcu'):,.0f} RCU and {value('ddb_partition_wcu'):,.0f} "
               f"WCU per second ({cite('ddb_partition_rcu')}; {cite('ddb_partition_wcu')})",
               "a person's pace", "a person's pace", inf,
               f"{num(per_conversation)} turns/s on one conversation",
               f"a turn reads one page ({m.rcu_per_turn:g} RCU at most in part 2, strongly "
-              "consistent) and writes two ledger records (1 WCU each, under 1 KB) in the "
-              "conversation's own partition; a person asks once in seconds. A client looping "
+              "consistent) in the conversation's partition of the history table, and writes "
+              "two ledger records (1 WCU each, under 1 KB) in its partition of the ledger "
+              "table; a person asks once in seconds. A client looping "
               "on one conversation is throttled, and a throttle is a retryable error: back "
               "to the queue with backoff"),
         Limit("History table: reads",
@@ -254,12 +255,13 @@ def limits_section(m: Model, deploy: dict[str, Any], loads: dict[str, float]) ->
               "the conversation's length. Past the quota: raise it (adjustable), or read the "
               "page eventually consistent (half the units, but the writer's last append "
               "could be missed for a moment: not without the writer stage's agreement)"),
-        Limit("History table: writes (this stage's)",
+        Limit("Ledger table: writes",
               f"{value('ddb_table_wru'):,.0f} WRU/s ({cite('ddb_table_wru')})",
               *at_both(lambda rate: rate * 2, value("ddb_table_wru"), "WRU/s"),
               wru_ceiling, f"{num(wru_ceiling)} commands/s",
               "two ledger writes a command (the claim and the done mark; batching the marks "
-              "saves calls, not write units); the writer's appends come on top"),
+              "saves calls, not write units). The ledger is the stage's own table: the "
+              "writer's appends go to the history table, whose quota is its own"),
         Limit("Payload bucket (S3): offloaded prompts",
               f"{value('s3_put_per_prefix'):,.0f} PUT/s and {value('s3_get_per_prefix'):,.0f} "
               f"GET/s per prefix ({cite('s3_put_per_prefix')})",

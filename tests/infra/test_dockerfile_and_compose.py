@@ -24,6 +24,12 @@ COMPOSE_FILE = REPO_ROOT / "localstack.yml"
 #: LocalStack's default account, in the queue URLs it returns.
 LOCALSTACK_ACCOUNT = "000000000000"
 LOCALSTACK_ENDPOINT = "http://localstack:4566"
+#: The licence files pyproject.toml's license-files names: the build needs them in the image.
+LICENSE_FILES = tuple(
+    tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"][
+        "license-files"
+    ]
+)
 
 
 def dockerfile_instructions() -> list[tuple[str, str]]:
@@ -105,7 +111,7 @@ def test_the_image_writes_emf_metrics_unless_told_otherwise() -> None:
 
 def test_the_image_installs_the_project_without_a_pip_cache() -> None:
     copied = " ".join(arguments_of("COPY"))
-    for needed in ("requirements.lock", "pyproject.toml", "README.md", "worker/"):
+    for needed in ("requirements.lock", "pyproject.toml", "README.md", *LICENSE_FILES, "worker/"):
         assert needed in copied
     installs = [run for run in arguments_of("RUN") if "pip install" in run]
     assert installs
@@ -120,7 +126,8 @@ def test_the_build_context_admits_what_the_image_copies() -> None:
         if line.strip() and not line.startswith("#")
     ]
     assert lines[0] == "*", "an allowlist: nothing enters the context unless named"
-    assert {"!pyproject.toml", "!requirements.lock", "!README.md", "!worker/"} <= set(lines)
+    admitted = {"!pyproject.toml", "!requirements.lock", "!README.md", "!worker/"}
+    assert admitted | {f"!{name}" for name in LICENSE_FILES} <= set(lines)
 
 
 # ---------------------------------------------------------------------------- localstack.yml

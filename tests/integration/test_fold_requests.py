@@ -28,6 +28,7 @@ async def test_a_fold_request_is_sent_once_when_due(stack: Stack) -> None:
         [request] = await stack.drain("COMPACTION_QUEUE_URL", expect=1)
     assert body_of(request) == {
         "type": "compact",
+        "contract": 1,
         "conversation_id": "matter-f1",
         "folded_through": 0,
         "through": 40,

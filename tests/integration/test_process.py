@@ -187,12 +187,14 @@ def test_make_run_shows_the_window_the_payload_and_the_fold_request(tmp_path: Pa
     assert "window mode: cache-aligned" in out
     assert "clerk.converse_history_window_bounded" in out
     assert "──── prompt payload ────" in out
+    assert "command c-demo-1 · conversation matter-1187 · contract 1" in out
     assert '"trimmed": 1' in out
     assert re.search(r"'Here is the agreement.*⟪… \d+ tokens omitted …⟫ …", out)  # the marker
     assert out.count("converse.messages") == 2
     assert '"left_out": 1' in out
     assert "reasons={'leading_answer': 1}" in out and "reasons={'blank': 1}" in out
     assert "──── compaction request ────" in out
+    assert '"type": "compact",\n  "contract": 1,' in out
     assert "clerk.converse_compaction_requested" in out
     assert "──── model stage (stand-in): answered at 09:00:06" in out
     assert "worker bill" not in out

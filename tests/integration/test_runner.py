@@ -25,6 +25,7 @@ async def test_a_command_in_gives_the_exact_payload_out(stack: Stack) -> None:
     assert stack.prompts_checked == 1  # drain checked it against Converse's rules
     assert body_of(message) == {
         "type": "prompt",
+        "contract": 1,
         "command_id": "c-8f2e",
         "conversation_id": "matter-1187",
         "memory": {"summary": "The fold so far.", "folded_through": 10},

@@ -1,6 +1,6 @@
 """The cache-aligned window: a window whose start stays put between fold landings.
 
-``../shared/CONTRACT.md``, "The cache-aligned window". Rules 1-3 of the window (trim,
+``docs/CONTRACT.md``, "The cache-aligned window". Rules 1-3 of the window (trim,
 never the current message, floor) and the budget's limits hold; rule 4's "extend as far
 back as fits" is replaced by an anchor:
 

@@ -1,6 +1,6 @@
 """Cache lifetimes chosen per turn: the ``ttl`` of each cache point of the cache-aligned view.
 
-``../shared/CONTRACT.md``, "Cache lifetimes". ``HISTORY_CACHE_TTL=5m`` or ``1h`` sets every
+``docs/CONTRACT.md``, "Cache lifetimes". ``HISTORY_CACHE_TTL=5m`` or ``1h`` sets every
 point so; ``adaptive`` chooses, per turn and per point, ``5m``, ``1h`` or no point from
 the conversation's pace and the turn's shape:
 

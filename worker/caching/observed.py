@@ -1,6 +1,6 @@
 """The bill, observed: what a conversation's stored answers teach the next turn.
 
-``../shared/CONTRACT.md``, "The bill, observed". From values the turn already read (the answers
+``docs/CONTRACT.md``, "The bill, observed". From values the turn already read (the answers
 on its page carry ``model_usage`` when the writer stores it), :func:`observe` gives the turn's
 :class:`Observation`: the conversation's token calibration (:mod:`worker.caching.calibration`),
 which cache entries are alive at the command's ``sent_at`` (:mod:`worker.caching.history`),

@@ -4,7 +4,7 @@ Converse (and Anthropic's Messages API) refuses a conversation that does not sta
 a user message, whose roles do not alternate, or that holds a blank text block. Stored
 histories break all three (a greeting before the first question, a question asked again,
 an answer stored in two parts, an empty answer), so the view is built to be accepted by
-construction (``../shared/CONTRACT.md``, "The model-ready view"):
+construction (``docs/CONTRACT.md``, "The model-ready view"):
 
 - each non-blank history message becomes one text block, its content as in the window
   (trimmed or not); consecutive messages of one role are consecutive blocks of one

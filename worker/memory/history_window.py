@@ -1,6 +1,6 @@
 """The window: which history messages ride with the current counsel message.
 
-Rules, in order (``../shared/CONTRACT.md``, "The window rules"):
+Rules, in order (``docs/CONTRACT.md``, "The window rules"):
 
 1. TRIM each history message above the per-message budget (:func:`trim_message`).
 2. NEVER trim the current counsel message: it is not history and never enters here.

@@ -1,5 +1,6 @@
-"""The wire formats of the contract: the converse command in, the prompt payload and the
-compaction request out. Parsing never echoes the body: reasons name fields, not values.
+"""The wire formats of the contract (docs/CONTRACT.md): the converse command in, the prompt
+payload and the compaction request out, each sent with the contract's version. Parsing never
+echoes the body: reasons name fields, not values.
 """
 
 from __future__ import annotations
@@ -19,6 +20,10 @@ from worker.stamps import read_time
 #: Characters SQS refuses in a body: lone surrogates and the two non-characters.
 _SQS_UNSAFE = re.compile("[\ud800-\udfff\ufffe\uffff]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+#: The contract's version, ``"contract"`` on every payload and request the stage sends. A reader
+#: ignores fields it does not know; an incompatible change raises it (docs/CONTRACT.md).
+CONTRACT_VERSION = 1
 
 
 class ConverseCommand(BaseModel):
@@ -106,6 +111,7 @@ def prompt_payload(
     memory = {"summary": summary, "folded_through": folded} if summary is not None else None
     return {
         "type": "prompt",
+        "contract": CONTRACT_VERSION,
         "command_id": command.command_id,
         "conversation_id": command.conversation_id,
         "memory": memory,
@@ -126,8 +132,10 @@ def prompt_payload(
 def compaction_request(
     command: ConverseCommand, plan: CompactionPlan
 ) -> dict[str, str | int | None]:
+    """The contract's fold request: fold ``(folded_through, through]``, for this command."""
     return {
         "type": "compact",
+        "contract": CONTRACT_VERSION,
         "conversation_id": command.conversation_id,
         "folded_through": plan.folded_through,
         "through": plan.through,
