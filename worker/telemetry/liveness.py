@@ -69,7 +69,10 @@ class Liveness:
         return {loop: now - last for loop, last in self._last.items()}
 
     def failing(self) -> list[str]:
-        """The loops silent for longer than their bound."""
+        """The loops silent for longer than their bound; none while starting (they have not
+        begun: the start-up checks have a bound of their own)."""
+        if self._starting_since is not None:
+            return []
         return [loop for loop, silent in self.silences().items() if silent > self.bounds[loop]]
 
 

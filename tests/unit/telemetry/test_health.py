@@ -169,6 +169,7 @@ def test_a_starting_worker_fails_the_probe_however_its_loops_beat(tmp_path: Path
         "unhealthy: the worker is starting: it has been checking its resources for 12 s",
     )
     clock.now = 50.0  # a start-up longer than the loops' bound
+    assert liveness.failing() == []  # the loops have not begun: no LivenessFailures
     liveness.running()
     writer.write()
     assert check(path, 1_050.0) == (True, "healthy: receive loop 0 s ago, lease heartbeat 0 s ago")
