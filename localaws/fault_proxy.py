@@ -22,16 +22,17 @@ error           service: what botocore reads              HTTP  botocore retries
 ``unprocessed`` DynamoDB ``BatchWriteItem``: 200 with     200   not at all: the caller must
                 every item back in ``UnprocessedItems``         retry what is left
 ``denied``      S3 ``AccessDenied``                       403   not at all
+                DynamoDB ``AccessDeniedException``        400   not at all
 =============== ========================================= ===== ==============================
 
 DynamoDB speaks JSON 1.0 (``__type`` ``com.amazonaws.dynamodb.v20120810#…``, and
 ``x-amzn-ErrorType``); SQS, in botocore 1.40, the JSON protocol with its query-compatible
 ``x-amzn-query-error`` header (``RequestThrottled;Sender``); S3 REST-XML.
 
-Schedules: a :class:`Fault` matches a service, optionally some operations and (SQS) a
-queue, and applies to a ``share`` of the requests it matches (a seeded draw, so a run is
-repeatable), from when it is injected until it is cleared or its ``until`` (on the proxy's
-clock, injectable) passes. Tests switch faults on and off explicitly; the benchmark uses
+Schedules: a :class:`Fault` matches a service, optionally some operations, (SQS) a queue and
+(DynamoDB) a table, and applies to a ``share`` of the requests it matches (a seeded draw, so
+a run is repeatable), from when it is injected until it is cleared or its ``until`` (on the
+proxy's clock, injectable) passes. Tests switch faults on and off explicitly; the benchmark uses
 windows. Every request is counted by (service, operation), passed on or answered.
 
 ``after=True`` passes the request on first and then answers the error: the service executed
@@ -115,19 +116,30 @@ ERRORS: dict[tuple[str, str], tuple[int, str, str | None, str]] = {
     # A read the role may not make: S3 answers GetObject on an object under a KMS key the
     # caller may not use for decryption this way, HeadObject on it still shows the object.
     ("s3", "denied"): (403, "AccessDenied", None, "Access Denied"),
+    # A call the role may not make: IAM's answer quotes the caller and the resource.
+    ("dynamodb", "denied"): (
+        400,
+        "AccessDeniedException",
+        None,
+        "User: arn:aws:sts::123456789012:assumed-role/mira-converse/task is not authorized "
+        "to perform: dynamodb:Query on resource: arn:aws:dynamodb:eu-west-1:123456789012:"
+        "table/mira-history because no identity-based policy allows the dynamodb:Query action",
+    ),
 }
 
 
 @dataclass(frozen=True, slots=True)
 class Fault:
     """Answer ``error`` to a ``share`` of the requests to ``service`` (its ``operations``
-    only, if given; on SQS, only those naming ``queue``, if given), until ``until``."""
+    only, if given; on SQS, only those naming ``queue``, on DynamoDB only those naming
+    ``table``, if given), until ``until``."""
 
     service: str
     error: str
     operations: tuple[str, ...] = ()
     share: float = 1.0
     queue: str | None = None
+    table: str | None = None
     until: float | None = None
     #: Pass the request on first, then answer the error: the service executed it and the
     #: caller never heard (a 5xx after the fact, a lost response).
@@ -141,6 +153,8 @@ class Fault:
         if request.service != self.service:
             return False
         if self.operations and request.operation not in self.operations:
+            return False
+        if self.table is not None and f'"{self.table}"'.encode() not in request.body:
             return False
         return self.queue is None or self.queue.encode() in request.body
 

@@ -70,12 +70,25 @@ class StoreUnavailable(RetryableError):
     ``service`` names the AWS service (``dynamodb``, ``sqs``, ``s3``) and ``kind`` how it
     failed (``throttled``, ``server``, ``connection``, ``refused``), when the adapter knows:
     the consumer judges each dependency's health from them (:mod:`worker.consumer.breaker`).
+    ``operation`` (``sqs.GetQueueAttributes``) and ``code`` (the service's error code, or the
+    HTTP status of an answer without one) say which call failed and how, when it was answered:
+    the start-up checks name a refusal by them (:mod:`worker.app.startup`).
     """
 
-    def __init__(self, message: str, *, service: str | None = None, kind: str | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        service: str | None = None,
+        kind: str | None = None,
+        operation: str | None = None,
+        code: str | None = None,
+    ):
         super().__init__(message)
         self.service = service
         self.kind = kind
+        self.operation = operation
+        self.code = code
 
 
 class ObjectAccessDenied(StoreUnavailable):

@@ -62,13 +62,43 @@ EVENTS: tuple[Event, ...] = (
         fields=("model_id", "min_tokens", "offers_1h"),
     ),
     Event(
-        "clerk.converse_startup_retry",
+        "clerk.converse_resource_checked",
+        ("info",),
+        "At start-up, a resource the stage uses answered its check: it is there and the role "
+        "may make the stage's calls on it (`setting` names it, `resource` is its value; "
+        "`attempts`, the calls it took).",
+        fields=("setting", "resource", "attempts"),
+    ),
+    Event(
+        "clerk.converse_resource_check_failed",
         ("warning",),
-        "At start-up the converse queue could not be described (endpoint, credentials or "
-        "permissions); the worker tries again with a backoff until it can or is stopped.",
-        "Read `error` (operation and code): check CONVERSE_QUEUE_URL, the endpoint, and that "
-        "the role may call sqs:GetQueueAttributes on the queue.",
-        fields=("error",),
+        "At start-up, a resource's check failed for a passing reason (throttling, 5xx, a "
+        "connection error: `error`, the operation and its code); it is tried again in "
+        "`retry_in` seconds, within STARTUP_TIMEOUT_SECONDS.",
+        "None if the worker then starts. If the start-up ends unanswered, check the network "
+        "path and the endpoint (AWS_ENDPOINT_URL, the region) and the service's health.",
+        fields=("setting", "resource", "error", "retry_in"),
+    ),
+    Event(
+        "clerk.converse_resource_refused",
+        ("error",),
+        "At start-up, a resource was refused: it does not exist, the role may not make the "
+        "stage's calls on it, or the converse queue's settings do not allow a safe run "
+        "(`reason`). The worker stops at once with the reason on stderr, exit code 2.",
+        "Fix what the reason names: correct the setting, create the resource, or grant the "
+        "action it names to the task role (and, for a resource of another account, in that "
+        "resource's policy); the worker starts once it can use every resource.",
+        fields=("setting", "resource", "reason"),
+    ),
+    Event(
+        "clerk.converse_resource_unanswered",
+        ("error",),
+        "At start-up, a resource's check was still failing for a passing reason (or still "
+        "waiting for its answer) when STARTUP_TIMEOUT_SECONDS ran out (`error`: its last "
+        "failure; `attempts`); the worker stops with the reason on stderr, exit code 2.",
+        "Check the network path to the service, the endpoint and region, and the service's "
+        "health; the platform starts the worker again.",
+        fields=("setting", "resource", "error", "attempts"),
     ),
     Event(
         "clerk.converse_worker_draining",

@@ -322,6 +322,16 @@ class Settings(BaseSettings):
         description="The longest a worker keeps extending one message's visibility, in seconds.",
     )
 
+    startup_timeout_seconds: float = Field(
+        default=20.0,
+        ge=1,
+        le=300,
+        description="The longest the start-up checks take, in seconds: every resource the "
+        "stage uses is checked side by side, passing failures (throttling, 5xx, connection "
+        "errors) are retried within it, and a resource refused, or still unanswered at its "
+        "end, stops the worker with one line naming it (exit code 2).",
+    )
+
     # Operating it: metrics on stdout, and the liveness file `worker health` reads.
     metrics: Literal["emf", "off"] = Field(
         default="off",

@@ -122,6 +122,13 @@ def worker_env(tmp_path: Path) -> dict[str, str]:
     }
 
 
+async def once_running(worker: WorkerProcess, proxy: FaultProxy, fault: Fault) -> None:
+    """The brownout begins once the worker runs: a worker that cannot use a resource at
+    start-up does not start at all (tests/integration/test_start_when_able.py)."""
+    await worker.until("clerk.converse_worker_started")
+    proxy.inject(fault)
+
+
 async def send(stack: Stack, ids: list[str]) -> None:
     await asyncio.gather(
         *(stack.send_command(command_id=c, conversation_id=f"matter-{c}") for c in ids)
@@ -178,8 +185,8 @@ async def test_a_full_brownout_dead_letters_nothing_and_serves_everything_once(
     fault, dependency, seconds = BROWNOUTS[name]
     backlog = [f"b-{i}" for i in range(30)]
     flow = [f"f-{i}" for i in range(int(seconds * 2))]
-    proxy.inject(fault(short))
     async with worker_process(short, proxy.endpoint, **worker_env(tmp_path)) as worker:
+        await once_running(worker, proxy, fault(short))
         await send(short, backlog)
         await worker.until("clerk.converse_dependency_failing")
         receives_at_failing = proxy.snapshot().of("sqs", "ReceiveMessage")[0]
@@ -210,8 +217,9 @@ async def test_partial_throttling_of_every_service_serves_everything_once(
     short: Stack, proxy: FaultProxy, tmp_path: Path
 ) -> None:
     """25% of DynamoDB calls and 25% of SQS sends, deletes and visibility changes throttled,
-    10% of everything else a 500, for the whole run: botocore's retries absorb nearly all of
-    it, and whatever gets through is a passing failure."""
+    10% of everything else a 500, for the whole run, start-up included: the start-up checks
+    retry what they meet, botocore's retries absorb nearly all of the rest, and whatever gets
+    through is a passing failure."""
     ids = [f"p-{i}" for i in range(60)]
     await send(short, ids)
     proxy.inject(
@@ -238,8 +246,8 @@ async def test_a_sigterm_during_a_brownout_exits_zero_and_releases_what_it_held(
     """The held turns end at once on the stop (their messages made visible, their receive
     counts unspent); a worker after the brownout serves every command once."""
     ids = [f"s-{i}" for i in range(12)]
-    proxy.inject(Fault("dynamodb", "throughput"))
     async with worker_process(short, proxy.endpoint, **worker_env(tmp_path)) as worker:
+        await once_running(worker, proxy, Fault("dynamodb", "throughput"))
         await send(short, ids)
         await worker.until("clerk.converse_dependency_failing")
         assert await worker.stop(within=20) == 0

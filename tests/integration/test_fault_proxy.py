@@ -189,6 +189,38 @@ def test_a_share_of_requests_and_only_the_queue_named(stack: Stack, threaded: Fa
         client.send_message(QueueUrl=stack.env["MODEL_QUEUE_URL"], MessageBody="{}")
 
 
+async def test_a_denied_dynamodb_call_is_a_refusal_never_retried_of_the_table_named(
+    stack: Stack,
+) -> None:
+    """As IAM answers it (HTTP 400, ``AccessDeniedException``): botocore does not retry it,
+    the worker reads it as refused, by its code, never quoting the message; a fault on the
+    history table leaves the ledger table alone."""
+    import aioboto3
+    from aiobotocore.config import AioConfig
+
+    proxy = FaultProxy(stack.endpoint)
+    endpoint = await proxy.start()
+    history, ledger = stack.env["HISTORY_TABLE"], stack.env["LEDGER_TABLE"]
+    key = {"pk": {"S": "probe"}, "sk": {"S": "x"}}
+    try:
+        proxy.inject(Fault("dynamodb", "denied", operations=("GetItem",), table=history))
+        config = AioConfig(retries={"mode": "standard", "total_max_attempts": 3})
+        async with aioboto3.Session().client(
+            "dynamodb", endpoint_url=endpoint, config=config
+        ) as client:
+            with pytest.raises(StoreUnavailable) as raised, aws_call("dynamodb.GetItem"):
+                await client.get_item(TableName=history, Key=key)
+            await client.get_item(TableName=ledger, Key=key)
+    finally:
+        await proxy.close()
+    cause = raised.value.__cause__
+    assert isinstance(cause, ClientError)
+    assert cause.response["ResponseMetadata"]["HTTPStatusCode"] == 400
+    assert (raised.value.kind, raised.value.code) == ("refused", "AccessDeniedException")
+    assert "not authorized" not in str(raised.value)
+    assert proxy.snapshot().of("dynamodb", "GetItem") == (2, 1)  # one attempt, one passed
+
+
 def test_the_retry_quota_runs_out_after_100_retries_in_a_full_brownout(
     stack: Stack, threaded: FaultProxy
 ) -> None:

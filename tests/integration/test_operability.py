@@ -231,7 +231,8 @@ async def test_an_idle_worker_passes_its_liveness_probe_and_a_stopped_one_fails(
         stderr=asyncio.subprocess.DEVNULL,
     )
     try:
-        await wait_for(path.exists, within=30)
+        # Failing while it starts (checking its resources), passing once it runs.
+        await wait_for(lambda: check(path, time.time())[0], within=60)
         await asyncio.sleep(5)  # longer than the bound, on an empty queue
         idle = await asyncio.to_thread(health, path)
         process.send_signal(signal.SIGTERM)
@@ -273,7 +274,8 @@ async def test_a_wedged_receive_loop_fails_the_probe_within_its_bound(
     settings = stack.settings(health_file=str(path), health_max_silence_seconds=4)
     probes: list[tuple[float, float, subprocess.CompletedProcess[str]]] = []
     async with running_worker(settings):
-        await wait_for(lambda: bool(wedged_at) and path.exists(), within=30)
+        # Wedged, and the file written since the worker began to run (it fails while starting).
+        await wait_for(lambda: bool(wedged_at) and check(path, time.time())[0], within=30)
         # The probe's own judgement, at once: no process start-up between the wedge and it.
         first_checked_at = time.monotonic()
         first = check(path, time.time())

@@ -120,6 +120,8 @@ def test_the_floor_must_stay_below_the_message_cap(monkeypatch: pytest.MonkeyPat
         ("HISTORY_CACHE_TTL", "10m", "'adaptive', '5m' or '1h'"),
         ("PROMPT_CACHE_MIN_TOKENS", "0", "greater than or equal to 1"),
         ("PROMPT_CACHE_MIN_TOKENS", "many", "valid integer"),
+        ("STARTUP_TIMEOUT_SECONDS", "0.5", "greater than or equal to 1"),
+        ("STARTUP_TIMEOUT_SECONDS", "301", "less than or equal to 300"),
     ],
 )
 def test_bad_values_fail_with_the_variable_named(

@@ -64,12 +64,20 @@ def aws_call(operation: str) -> Iterator[None]:
             f"{operation} failed: {code} (HTTP {status})",
             service=service,
             kind=failure_kind(code, status),
+            operation=operation,
+            code=code,
         ) from exc
     except BotoCoreError as exc:
         raise StoreUnavailable(
-            f"{operation} failed: {type(exc).__name__}", service=service, kind="connection"
+            f"{operation} failed: {type(exc).__name__}",
+            service=service,
+            kind="connection",
+            operation=operation,
         ) from exc
     except (aiohttp.ClientError, OSError) as exc:  # a dropped connection aiobotocore let through
         raise StoreUnavailable(
-            f"{operation} failed: {type(exc).__name__}", service=service, kind="connection"
+            f"{operation} failed: {type(exc).__name__}",
+            service=service,
+            kind="connection",
+            operation=operation,
         ) from exc

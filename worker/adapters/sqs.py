@@ -1,8 +1,9 @@
 """SQS: the converse queue as a source, any queue as a sender.
 
 Every request is built by a pure module-level function (``receive_request``,
-``delete_entries``, ``visibility_entries``, ``send_entries``, ``send_request``) that the
-queue calls and that the benchmark's replay calls too.
+``delete_entries``, ``visibility_entries``, ``send_entries``, ``send_request``,
+``redrive_request``, ``queue_url_request``) that the queue calls and that the benchmark's
+replay calls too.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ if TYPE_CHECKING:  # the stubs are a dev dependency: nothing of them runs
     from types_aiobotocore_sqs.type_defs import (
         ChangeMessageVisibilityBatchRequestEntryTypeDef,
         DeleteMessageBatchRequestEntryTypeDef,
+        GetQueueAttributesRequestTypeDef,
+        GetQueueUrlRequestTypeDef,
         MessageAttributeValueTypeDef,
         MessageTypeDef,
         ReceiveMessageRequestTypeDef,
@@ -87,6 +90,15 @@ def dead_letter_target(policy: str) -> tuple[str, str]:
             "that is not an SQS queue's ARN"
         )
     return parts[4], parts[5]
+
+
+def redrive_request(queue_url: str) -> GetQueueAttributesRequestTypeDef:
+    """The attributes the converse queue is read for at start-up."""
+    return {"QueueUrl": queue_url, "AttributeNames": ["VisibilityTimeout", "RedrivePolicy"]}
+
+
+def queue_url_request(account: str, name: str) -> GetQueueUrlRequestTypeDef:
+    return {"QueueName": name, "QueueOwnerAWSAccountId": account}
 
 
 def receive_request(
@@ -246,23 +258,27 @@ class SqsQueue:
 
     async def describe(self) -> QueueDescription:
         """The queue's visibility timeout and the dead-letter queue its RedrivePolicy names."""
-        with aws_call("sqs.GetQueueAttributes"):
-            response = await self._client.get_queue_attributes(
-                QueueUrl=self.url, AttributeNames=["VisibilityTimeout", "RedrivePolicy"]
-            )
-        attributes = response.get("Attributes", {})
-        visibility = int(attributes.get("VisibilityTimeout", "30"))
-        policy = attributes.get("RedrivePolicy")
+        visibility, policy = await self.redrive()
         if not policy:
             return QueueDescription(visibility_timeout=visibility, dead_letter=None)
-        account, name = dead_letter_target(policy)
-        with aws_call("sqs.GetQueueUrl"):
-            found = await self._client.get_queue_url(QueueName=name, QueueOwnerAWSAccountId=account)
         return QueueDescription(
             visibility_timeout=visibility,
-            dead_letter=SqsQueue(self._client, found["QueueUrl"]),
+            dead_letter=await self.dead_letter_queue(*dead_letter_target(policy)),
             max_receive_count=max_receive_count(policy),
         )
+
+    async def redrive(self) -> tuple[int, str | None]:
+        """The queue's visibility timeout and its RedrivePolicy (None without one)."""
+        with aws_call("sqs.GetQueueAttributes"):
+            response = await self._client.get_queue_attributes(**redrive_request(self.url))
+        attributes = response.get("Attributes", {})
+        return int(attributes.get("VisibilityTimeout", "30")), attributes.get("RedrivePolicy")
+
+    async def dead_letter_queue(self, account: str, name: str) -> SqsQueue:
+        """The queue ``name`` of ``account`` (a RedrivePolicy's target), on this client."""
+        with aws_call("sqs.GetQueueUrl"):
+            found = await self._client.get_queue_url(**queue_url_request(account, name))
+        return SqsQueue(self._client, found["QueueUrl"])
 
 
 @dataclass(frozen=True, slots=True)

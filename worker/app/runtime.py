@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Literal
 
 import aioboto3
 from aiobotocore.config import AioConfig
@@ -21,9 +21,8 @@ from worker.adapters.probes import TableProbe
 from worker.adapters.s3 import S3ObjectStore
 from worker.adapters.sqs import QueueDescription, SqsQueue
 from worker.app.batched_turns import batched_turns
+from worker.app.startup import resource_checks, run_checks
 from worker.consumer.loop import Consumer
-from worker.consumer.pacing import RECEIVE_BACKOFF
-from worker.errors import ConfigError, StoreUnavailable
 from worker.logs import get_logger
 from worker.ports import CommandLedger, MessageSender
 from worker.settings import Settings
@@ -38,9 +37,8 @@ from worker.telemetry.metrics import (
     EmfFlusher,
     MetricsBook,
 )
-from worker.telemetry.probe import LOOPS
 from worker.telemetry.tracing import get_tracer
-from worker.timing import LoopClock, sleep_unless
+from worker.timing import LoopClock
 from worker.turn.payloads import OffloadingSender
 from worker.turn.stage import ConverseStage
 
@@ -60,6 +58,14 @@ RETRIES = {"mode": "standard", "total_max_attempts": 4}
 #: The receive's: one attempt. A failed receive is backed off by the receive loop, and a
 #: retried long poll could outlive the stop's "wait + 2 s" bound.
 RECEIVE_RETRIES = {"mode": "standard", "total_max_attempts": 1}
+#: The start-up checks': one attempt each, and short timeouts, so that several attempts fit
+#: in STARTUP_TIMEOUT_SECONDS (:mod:`worker.app.startup` retries them).
+CHECKING = AioConfig(
+    retries={"mode": "standard", "total_max_attempts": 1},
+    connect_timeout=2,
+    read_timeout=5,
+    max_pool_connections=10,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +75,8 @@ class Clients:
     s3: S3Client
     #: The converse queue's receives (no retries); the ``sqs`` client if None.
     sqs_receive: SQSClient | None = None
+    #: The start-up checks' clients (``CHECKING``); these clients themselves if None.
+    checking: Clients | None = None
 
 
 @asynccontextmanager
@@ -93,48 +101,22 @@ async def aws_clients(pool_size: int = 50) -> AsyncIterator[Clients]:
     session = aioboto3.Session()
     async with AsyncExitStack() as stack:
         receive = config.merge(AioConfig(retries=RECEIVE_RETRIES, max_pool_connections=10))
+        checking = config.merge(CHECKING)
+
+        async def client(service: Literal["sqs", "dynamodb", "s3"], config: AioConfig) -> Any:
+            return await stack.enter_async_context(session.client(service, config=config))
+
         yield Clients(
-            sqs=await stack.enter_async_context(session.client("sqs", config=config)),
-            dynamodb=await stack.enter_async_context(session.client("dynamodb", config=config)),
-            s3=await stack.enter_async_context(session.client("s3", config=config)),
-            sqs_receive=await stack.enter_async_context(session.client("sqs", config=receive)),
+            sqs=await client("sqs", config),
+            dynamodb=await client("dynamodb", config),
+            s3=await client("s3", config),
+            sqs_receive=await client("sqs", receive),
+            checking=Clients(
+                sqs=await client("sqs", checking),
+                dynamodb=await client("dynamodb", checking),
+                s3=await client("s3", checking),
+            ),
         )
-
-
-async def describe_converse_queue(
-    converse: SqsQueue,
-    settings: Settings,
-    stopping: asyncio.Event,
-    beat: Callable[[], None] = lambda: None,
-) -> QueueDescription | None:
-    """The converse queue's visibility and DLQ, waiting out an unreachable endpoint.
-
-    Raises ConfigError when the queue has no dead-letter queue or its visibility timeout
-    does not leave room for the shutdown grace period; None if stopped first.
-    """
-    failures = 0
-    while not stopping.is_set():
-        beat()  # waiting out an endpoint is not being wedged
-        try:
-            description = await converse.describe()
-        except StoreUnavailable as exc:
-            failures += 1
-            log.warning("clerk.converse_startup_retry", error=str(exc))
-            await sleep_unless(LoopClock(), stopping, RECEIVE_BACKOFF.delay(failures))
-            continue
-        if description.dead_letter is None:
-            raise ConfigError(
-                "CONVERSE_QUEUE_URL: the queue has no RedrivePolicy, so rejected commands "
-                "would have nowhere to go; give it a dead-letter queue"
-            )
-        if settings.shutdown_grace_seconds >= description.visibility_timeout:
-            raise ConfigError(
-                f"SHUTDOWN_GRACE_SECONDS ({settings.shutdown_grace_seconds:g}) must be below "
-                f"the converse queue's VisibilityTimeout ({description.visibility_timeout}): "
-                "work still draining must not be delivered to another worker"
-            )
-        return description
-    return None
 
 
 def offloading(queue: MessageSender, clients: Clients, settings: Settings) -> OffloadingSender:
@@ -232,6 +214,23 @@ async def operating(
         await asyncio.gather(*tasks)
 
 
+async def checked_resources(
+    clients: Clients, settings: Settings, stopping: asyncio.Event
+) -> QueueDescription | None:
+    """Every resource the stage uses checked (:mod:`worker.app.startup`): the converse queue's
+    description, None if stopped first; raises ConfigError naming what it may not use."""
+    checking = clients.checking or clients
+    checks = resource_checks(settings, sqs=checking.sqs, dynamodb=checking.dynamodb, s3=checking.s3)
+    results = await run_checks(
+        checks, bound=settings.startup_timeout_seconds, stopping=stopping, clock=LoopClock()
+    )
+    if results is None:
+        return None
+    description = results[0]
+    assert isinstance(description, QueueDescription)  # the converse queue's check comes first
+    return description
+
+
 async def run_worker(
     settings: Settings, stopping: asyncio.Event, *, tracer_provider: TracerProvider | None = None
 ) -> None:
@@ -248,15 +247,13 @@ async def run_worker(
                 min_tokens=settings.cache_min_tokens,
                 offers_1h=settings.cache_offers_1h,
             )
+        description = await checked_resources(clients, settings, stopping)
+        if description is None or description.dead_letter is None:
+            return
         converse = SqsQueue(
             clients.sqs, settings.converse_queue_url, receive_client=clients.sqs_receive
         )
-        # Waiting out an unreachable endpoint at start-up is progress for both loops.
-        description = await describe_converse_queue(
-            converse, settings, stopping, beat=lambda: ops.liveness.beat(*LOOPS)
-        )
-        if description is None or description.dead_letter is None:
-            return
+        dead_letter = SqsQueue(clients.sqs, description.dead_letter.url)
         visibility = description.visibility_timeout
         # Prompts from concurrent turns leave in SendMessageBatch calls, their done marks in
         # BatchWriteItem calls.
@@ -275,7 +272,7 @@ async def run_worker(
         consumer = Consumer(
             source=batched.source(converse),
             stage=batched.stage(stage),
-            dead_letters=offloading(description.dead_letter, clients, settings),
+            dead_letters=offloading(dead_letter, clients, settings),
             policy=settings.consumer_policy(
                 visibility_timeout=visibility, max_receive_count=description.max_receive_count
             ),

@@ -12,7 +12,8 @@
 - Outages (:mod:`worker.consumer.outages`): while a dependency every turn needs fails for
   everyone, nothing is received, the turns that failed on it are held (leases kept) and run
   again once a probe succeeds; the loop keeps beating while it probes.
-- Liveness and telemetry: the loop and the lease heartbeat beat a :class:`Liveness` each
+- Liveness and telemetry: the worker is running once :meth:`Consumer.run` begins (``worker
+  health`` fails until then); the loop and the lease heartbeat beat a :class:`Liveness` each
   time round (``worker health`` reads it); each message is handled inside a
   :meth:`Telemetry.turn` (its span, trace id and counts).
 - Stop: a long poll under way is never cancelled. Cancelled on the client, it would stay
@@ -112,6 +113,7 @@ class Consumer:
         """Consume until ``stopping`` is set, then stop as the module says and return."""
         policy = self._policy
         self._stopping = stopping
+        self._liveness.running()
         heartbeat_done = asyncio.Event()
         heartbeat = asyncio.create_task(
             self._leases.heartbeat(heartbeat_done, lambda: self._liveness.beat(LEASE_HEARTBEAT)),

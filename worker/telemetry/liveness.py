@@ -10,6 +10,10 @@ writes nothing (:mod:`worker.telemetry.probe` is that reading side).
 
 Bounds: ``HEALTH_MAX_SILENCE_SECONDS`` for the receive loop; for the heartbeat, that or three
 of its periods (a third of the visibility timeout each), whichever is longer.
+
+A worker is *starting* from its first write until the consumer runs (:meth:`Liveness.running`):
+it is checking the resources it uses, and the probe fails meanwhile, whatever the loops'
+beats say. The first write replaces at once a file a previous process left behind.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from worker.logs import log_failure
-from worker.telemetry.probe import LEASE_HEARTBEAT, LOOPS, RECEIVE_LOOP
+from worker.telemetry.probe import LEASE_HEARTBEAT, LOOPS, RECEIVE_LOOP, STARTING_SINCE
 from worker.timing import Clock, sleep_unless
 
 #: The longest the file waits between writes (a quarter of a shorter bound).
@@ -37,7 +41,19 @@ class Liveness:
         self._clock = clock
         now = clock.monotonic()
         self._last = dict.fromkeys(LOOPS, now)
+        self._starting_since: float | None = now
         self.bounds = dict.fromkeys(LOOPS, max_silence)
+
+    def running(self) -> None:
+        """The consumer runs: the start-up is over, and each loop's silence counts from now."""
+        self._starting_since = None
+        self.beat(*LOOPS)
+
+    def starting_for(self) -> float | None:
+        """Seconds since the worker began starting; None once it runs."""
+        if self._starting_since is None:
+            return None
+        return self._clock.monotonic() - self._starting_since
 
     def beat(self, *loops: str) -> None:
         now = self._clock.monotonic()
@@ -53,7 +69,10 @@ class Liveness:
         return {loop: now - last for loop, last in self._last.items()}
 
     def failing(self) -> list[str]:
-        """The loops silent for longer than their bound."""
+        """The loops silent for longer than their bound; none while starting (they have not
+        begun: the start-up checks have a bound of their own)."""
+        if self._starting_since is not None:
+            return []
         return [loop for loop, silent in self.silences().items() if silent > self.bounds[loop]]
 
 
@@ -77,7 +96,7 @@ class HealthFile:
 
     def write(self) -> None:
         now = self._wall()
-        record = {
+        record: dict[str, object] = {
             "pid": os.getpid(),
             "written_at": now,
             "loops": {
@@ -85,6 +104,9 @@ class HealthFile:
                 for loop, silent in self._liveness.silences().items()
             },
         }
+        starting_for = self._liveness.starting_for()
+        if starting_for is not None:
+            record[STARTING_SINCE] = now - starting_for
         # A new file of a name no one can guess, then renamed over the old one: the probe
         # never reads half a file, and nothing planted in a shared /tmp is written through.
         with tempfile.NamedTemporaryFile(

@@ -14,6 +14,8 @@ from typing import Any
 RECEIVE_LOOP = "receive_loop"
 LEASE_HEARTBEAT = "lease_heartbeat"
 LOOPS = (RECEIVE_LOOP, LEASE_HEARTBEAT)
+#: In the file of a worker still starting: when it began (wall clock).
+STARTING_SINCE = "starting_since"
 DEFAULT_HEALTH_FILE = str(Path(tempfile.gettempdir()) / "mira-converse-worker.telemetry.liveness")
 
 
@@ -25,6 +27,12 @@ def problems(record: Mapping[str, Any], now: float) -> list[str]:
     found = []
     if written_for > min(float(loop["bound"]) for loop in loops.values()):
         found.append(f"the health file was last written {written_for:.0f} s ago")
+    if STARTING_SINCE in record:  # the loops have not begun: their beats say nothing yet
+        starting_for = now - float(record[STARTING_SINCE])
+        found.append(
+            f"the worker is starting: it has been checking its resources for {starting_for:.0f} s"
+        )
+        return found
     for name, loop in loops.items():
         silent, bound = now - float(loop["beat_at"]), float(loop["bound"])
         if silent > bound:

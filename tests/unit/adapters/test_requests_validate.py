@@ -31,10 +31,19 @@ from worker.adapters.ledger import (
 )
 from worker.adapters.legacy_ledger import legacy_record_query
 from worker.adapters.probes import probe_query
+from worker.adapters.reachability import (
+    head_bucket_request,
+    history_probe_update,
+    ledger_probe_get,
+    ledger_probe_update,
+    queue_arn_request,
+)
 from worker.adapters.sqs import (
     OutboundMessage,
     delete_entries,
+    queue_url_request,
     receive_request,
+    redrive_request,
     send_entries,
     send_request,
     visibility_entries,
@@ -168,6 +177,14 @@ REQUESTS: list[tuple[str, str, str, Mapping[str, Any]]] = [
     ),
     ("send", "sqs", "SendMessage", send_request(QUEUE, MESSAGE, fifo=False)),
     ("send-fifo", "sqs", "SendMessage", send_request(FIFO, MESSAGE, fifo=True)),
+    # The start-up checks'.
+    ("redrive", "sqs", "GetQueueAttributes", redrive_request(QUEUE)),
+    ("dead-letter-url", "sqs", "GetQueueUrl", queue_url_request("123456789012", "mira-dlq")),
+    ("queue-arn", "sqs", "GetQueueAttributes", queue_arn_request(FIFO)),
+    ("history-probe-update", "dynamodb", "UpdateItem", history_probe_update(TABLE)),
+    ("ledger-probe", "dynamodb", "GetItem", ledger_probe_get("mira-ledger")),
+    ("ledger-probe-update", "dynamodb", "UpdateItem", ledger_probe_update("mira-ledger")),
+    ("head-bucket", "s3", "HeadBucket", head_bucket_request("mira-payloads")),
 ]
 
 

@@ -140,6 +140,7 @@ async def test_the_lease_heartbeat_beats_each_period_and_fails_when_a_beat_hangs
 def test_the_wall_clock_is_what_the_file_holds(tmp_path: Path) -> None:
     clock = FakeClock()
     liveness = Liveness(clock, max_silence=BOUND)
+    liveness.running()
     clock.now = 7.0
     liveness.beat(RECEIVE_LOOP)
     clock.now = 9.0
@@ -150,6 +151,59 @@ def test_the_wall_clock_is_what_the_file_holds(tmp_path: Path) -> None:
     assert written["loops"][RECEIVE_LOOP] == {"beat_at": 998.0, "bound": BOUND}
     assert written["loops"][LEASE_HEARTBEAT]["beat_at"] == 991.0
     assert check(path, 1_000.0)[0] is True
+
+
+def test_a_starting_worker_fails_the_probe_however_its_loops_beat(tmp_path: Path) -> None:
+    """While the start-up checks run, `worker health` fails and says so, even with every
+    loop's beat fresh; once the consumer runs it passes, each loop's silence counted from
+    then, not from the start."""
+    clock = FakeClock()
+    liveness = Liveness(clock, max_silence=BOUND)
+    path = tmp_path / "health"
+    writer = HealthFile(path, liveness, clock=clock, wall=lambda: 1_000.0 + clock.now)
+    clock.now = 12.0
+    liveness.beat(RECEIVE_LOOP, LEASE_HEARTBEAT)
+    writer.write()
+    assert check(path, 1_012.0) == (
+        False,
+        "unhealthy: the worker is starting: it has been checking its resources for 12 s",
+    )
+    clock.now = 50.0  # a start-up longer than the loops' bound
+    assert liveness.failing() == []  # the loops have not begun: no LivenessFailures
+    liveness.running()
+    writer.write()
+    assert check(path, 1_050.0) == (True, "healthy: receive loop 0 s ago, lease heartbeat 0 s ago")
+
+
+def test_a_starting_worker_whose_file_is_stale_fails_for_both(tmp_path: Path) -> None:
+    record = {
+        "written_at": 0.0,
+        "starting_since": 0.0,
+        "loops": {RECEIVE_LOOP: {"beat_at": 0.0, "bound": BOUND}},
+    }
+    assert problems(record, 40.0) == [
+        "the health file was last written 40 s ago",
+        "the worker is starting: it has been checking its resources for 40 s",
+    ]
+
+
+async def test_the_first_write_replaces_a_file_a_previous_process_left(tmp_path: Path) -> None:
+    """A pod's /tmp outlives its container: the file of a process killed a moment ago reads
+    healthy until the new process, still starting, writes its own at once."""
+    path = tmp_path / "health"
+    path.write_text(json.dumps(record(100.0, written=1, receive=2, heartbeat=7)))
+    assert check(path, 100.0)[0] is True
+    clock = FakeClock()
+    writer = HealthFile(path, Liveness(clock, max_silence=BOUND), clock=clock, wall=lambda: 100.0)
+    done = asyncio.Event()
+    task = asyncio.create_task(writer.run(done))
+    await clock.advance(0)
+    assert check(path, 100.0) == (
+        False,
+        "unhealthy: the worker is starting: it has been checking its resources for 0 s",
+    )
+    done.set()
+    await clock.run_until_done(task)
 
 
 def test_the_probe_imports_nothing_heavy(tmp_path: Path) -> None:
