@@ -75,6 +75,10 @@ MIN_PREFIX_TOKENS: dict[str, int] = {
     "claude-opus-4-5": 4_096,
     "claude-opus-4-6": 4_096,
 }
+#: The Bedrock id of the model :class:`CacheConfig`'s defaults play (a 1,024-token minimum,
+#: ``1h`` honoured): Claude Sonnet 4.5. The demo, the tests and the benchmark give the stage
+#: this ``MODEL_ID`` when its cache-aligned mode meets this stand-in.
+STAND_IN_MODEL_ID = "anthropic.claude-sonnet-4-5-20250929-v1:0"
 #: Where :func:`claude_tokenizer` looks for ``tokenizer.json`` when given no path.
 TOKENIZER_ENV = "CLAUDE_TOKENIZER_JSON"
 
@@ -145,7 +149,7 @@ def moment(at: Moment) -> datetime:
 class CacheConfig:
     """The model's documented figures, and the deviations (each off by default)."""
 
-    min_prefix_tokens: int = MIN_PREFIX_TOKENS["claude-sonnet-4"]
+    min_prefix_tokens: int = MIN_PREFIX_TOKENS["claude-sonnet-4-5"]
     lookback_blocks: int = LOOKBACK_BLOCKS
     count_tokens: Tokenizer = chars_over_4
     #: False: the service writes every point as a 5m entry and reports it as 5m.

@@ -33,6 +33,7 @@ from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from localaws.bedrock_cache import STAND_IN_MODEL_ID
 from localaws.demo_console import show, show_answer, show_prompt, show_turn
 from localaws.demo_matter import (
     ANSWER_DELAY,
@@ -129,6 +130,8 @@ def _environment(endpoint: str) -> None:
         "RECEIVE_WAIT_SECONDS": "2",
         # The mode whose cache reads the bill shows; HISTORY_WINDOW_MODE=sliding shows the other.
         "HISTORY_WINDOW_MODE": "cache-aligned",
+        # The model the stand-in's cache plays (1,024 tokens, 1h): the mode needs to know it.
+        "MODEL_ID": STAND_IN_MODEL_ID,
     }.items():
         os.environ.setdefault(name, value)
 

@@ -55,11 +55,14 @@ EVENTS: tuple[Event, ...] = (
         "clerk.converse_model_unknown",
         ("warning",),
         "MODEL_ID names a model the stage's table does not know (worker/caching/models.py): "
-        "the cache policy starts from PROMPT_CACHE_MIN_TOKENS if set, else the table's highest "
-        "minimum (`min_tokens`), and offers no `1h` (`offers_1h`).",
+        "the cache policy starts from PROMPT_CACHE_MIN_TOKENS if set, else (the sliding mode "
+        "only) the table's highest minimum (`min_tokens`), and offers no `1h` (`offers_1h`); "
+        "commands are refused for their size only against MODEL_CONTEXT_TOKENS "
+        "(`context_tokens`, null when unset).",
         "Check MODEL_ID against the model stage's; if the model is new, set "
-        "PROMPT_CACHE_MIN_TOKENS from its documentation, and add its row to the table.",
-        fields=("model_id", "min_tokens", "offers_1h"),
+        "PROMPT_CACHE_MIN_TOKENS and MODEL_CONTEXT_TOKENS from its documentation, and add its "
+        "row to the table.",
+        fields=("model_id", "min_tokens", "offers_1h", "context_tokens"),
     ),
     Event(
         "clerk.converse_resource_checked",
@@ -151,13 +154,17 @@ EVENTS: tuple[Event, ...] = (
     Event(
         "clerk.converse_command_rejected",
         ("warning",),
-        "A message that is not a valid converse command, or whose `command_id` the ledger "
-        "holds for another message (`command_id reused for a different message`), was sent "
-        "to the dead-letter queue with its `reason` and deleted; it is never retried.",
+        "A message that is not a valid converse command, whose `command_id` the ledger "
+        "holds for another message (`command_id reused for a different message`), or whose "
+        "message cannot fit the model's context window (`message is larger than the model's "
+        "context window: …`, sizes only) was sent to the dead-letter queue with its `reason` "
+        "and deleted; it is never retried.",
         "`worker dlq inspect` counts the dead-letter queue by reason: fix the producer. Once "
         "the cause is fixed (e.g. a bucket setting), `worker dlq redrive --include-rejected` "
         "sends them back. A reused `command_id` is rejected again: the producer sends that "
-        "question anew under a new id.",
+        "question anew under a new id. A message over the context window is rejected again "
+        "unless the model takes more than the stage was told (MODEL_ID, "
+        "MODEL_CONTEXT_TOKENS): counsel splits the question, or the setting is corrected.",
         fields=("reason",),
     ),
     Event(

@@ -17,8 +17,9 @@ from worker.caching.lifetimes import HistoryCacheTtl
 from worker.caching.models import (
     DEFAULT_MIN_TOKENS,
     UNKNOWN_MIN_TOKENS,
-    CacheModel,
-    cache_model,
+    ContextWindow,
+    KnownModel,
+    known_model,
 )
 from worker.consumer.pacing import RECEIVE_RETURN_MARGIN_SECONDS, ConsumerPolicy
 from worker.delivery.pointers import InboundPayloads
@@ -218,17 +219,21 @@ class Settings(BaseSettings):
         min_length=1,
         max_length=2048,
         description="The Bedrock model or inference-profile id the model stage calls: selects "
-        "the prompt cache's minimum prefix and whether `1h` is offered, from the table in "
-        "worker/caching/models.py (which cites its sources). Unset: a 1,024-token minimum and "
-        "`1h` offered, the stage's defaults. An id the table does not know: "
-        "its highest minimum and no `1h`, with a warning at start-up.",
+        "the prompt cache's minimum prefix, whether `1h` is offered and the context window a "
+        "command's message must fit, from the table in worker/caching/models.py (which cites "
+        "its sources). The cache-aligned mode needs it, or PROMPT_CACHE_MIN_TOKENS. Unset: a "
+        "1,024-token minimum for the sliding mode's summary point, no `1h`, and no command "
+        "refused for its size unless MODEL_CONTEXT_TOKENS is set. An id the table does not "
+        "know: in the sliding mode its highest minimum and no `1h`, with a warning at "
+        "start-up; the cache-aligned mode then needs PROMPT_CACHE_MIN_TOKENS.",
     )
     prompt_cache_min_tokens: int | None = Field(
         default=None,
         ge=1,
         description="The model's minimum prefix before a cache point, in tokens: a point below "
-        "it is worth nothing. Unset: MODEL_ID's row (1,024 without MODEL_ID); set, it "
-        "overrides the table.",
+        "it is worth nothing. Unset: MODEL_ID's row (1,024 without MODEL_ID, in the sliding "
+        "mode only); set, it overrides the table, and without MODEL_ID it lets the "
+        "cache-aligned mode run with no `1h`.",
     )
     model_prefix_tokens: int = Field(
         default=0,
@@ -236,19 +241,76 @@ class Settings(BaseSettings):
         le=1_000_000,
         description="The model stage's own system prompt and tool definitions, in tokens, which "
         "Bedrock sees before the view: the cache policy's prior for what precedes it, replaced "
-        "by the calibration once the stored bills say otherwise.",
+        "by the calibration once the stored bills say otherwise; and counted with a command's "
+        "message against the context window.",
+    )
+    model_context_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        le=10_000_000,
+        description="The model's context window, in tokens: a command whose message "
+        "(estimated at four characters a token) and MODEL_PREFIX_TOKENS exceed it is rejected "
+        "at once, never forwarded. Unset: MODEL_ID's row; without either, no command is "
+        "refused for its size. Set, it overrides the table (e.g. a model stage given a "
+        "1M-token window).",
     )
 
     @model_validator(mode="after")
-    def _a_1h_ttl_the_model_takes(self) -> Self:
-        """HISTORY_CACHE_TTL=1h needs a MODEL_ID that takes ``1h``: Bedrock refuses a point
-        with a lifetime its model does not offer, so every prompt would be refused."""
-        if self.history_cache_ttl == "1h" and not self.cache_offers_1h:
-            named = self.cache_model.name if self.cache_model else "an id the table does not know"
+    def _cache_aligned_knows_its_model(self) -> Self:
+        """HISTORY_WINDOW_MODE=cache-aligned needs MODEL_ID from the table, or
+        PROMPT_CACHE_MIN_TOKENS: the mode's cache points and lifetimes must be ones the model
+        takes, and Bedrock refuses a request whose cache point its model does not take (any
+        point, on a model without prompt caching; a ``1h`` one, on a model without it)."""
+        if not self.cache_aligned or self.prompt_cache_min_tokens is not None:
+            return self
+        if self.model_id is None:
             raise ValueError(
-                f"HISTORY_CACHE_TTL (1h) needs a model that takes the 1-hour lifetime, and "
-                f"MODEL_ID ({self.model_id}) is {named}, which does not: Bedrock would refuse "
-                "every prompt; use adaptive or 5m"
+                "HISTORY_WINDOW_MODE (cache-aligned) needs MODEL_ID or PROMPT_CACHE_MIN_TOKENS: "
+                "its cache points must be ones the model takes, and Bedrock refuses every "
+                "prompt whose cache point (or its `1h` lifetime) the model does not take"
+            )
+        if self.known_model is None:
+            raise ValueError(
+                f"MODEL_ID ({self.model_id}) is not in the stage's model table, so "
+                "HISTORY_WINDOW_MODE (cache-aligned) needs PROMPT_CACHE_MIN_TOKENS from the "
+                "model's documentation: Bedrock refuses every prompt with a cache point on a "
+                "model without prompt caching"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _a_1h_ttl_the_model_takes(self) -> Self:
+        """In the cache-aligned mode, HISTORY_CACHE_TTL=1h needs a MODEL_ID that takes
+        ``1h``: Bedrock refuses a point with a lifetime its model does not offer, so every
+        prompt would be refused."""
+        if not self.cache_aligned or self.history_cache_ttl != "1h" or self.cache_offers_1h:
+            return self
+        if self.model_id is None:
+            raise ValueError(
+                "HISTORY_CACHE_TTL (1h) needs MODEL_ID naming a model that takes the 1-hour "
+                "lifetime: without it the stage cannot know the model does, and Bedrock "
+                "refuses every prompt whose point asks for a lifetime its model does not "
+                "take; set MODEL_ID, or use adaptive or 5m"
+            )
+        named = self.known_model.name if self.known_model else "an id the table does not know"
+        raise ValueError(
+            f"HISTORY_CACHE_TTL (1h) needs a model that takes the 1-hour lifetime, and "
+            f"MODEL_ID ({self.model_id}) is {named}, which does not: Bedrock would refuse "
+            "every prompt; use adaptive or 5m"
+        )
+
+    @model_validator(mode="after")
+    def _prefix_leaves_room_in_the_context(self) -> Self:
+        """MODEL_PREFIX_TOKENS < the model's context window (MODEL_CONTEXT_TOKENS or
+        MODEL_ID's row): the model stage's own prefix alone must leave room for a message,
+        or every command would be refused."""
+        window = self.context_window
+        if window is not None and self.model_prefix_tokens >= window.tokens:
+            source = "MODEL_CONTEXT_TOKENS" if window.stated else f"MODEL_ID's {window.model}"
+            raise ValueError(
+                f"MODEL_PREFIX_TOKENS ({self.model_prefix_tokens}) must be below the model's "
+                f"context window ({source}: {window.tokens}): the model stage's own prefix "
+                "would leave no room for a message, and every command would be refused"
             )
         return self
 
@@ -437,29 +499,40 @@ class Settings(BaseSettings):
         )
 
     @property
-    def cache_model(self) -> CacheModel | None:
+    def known_model(self) -> KnownModel | None:
         """MODEL_ID's row of the model table; None without MODEL_ID or for an unknown id."""
-        return cache_model(self.model_id) if self.model_id is not None else None
+        return known_model(self.model_id) if self.model_id is not None else None
 
     @property
     def cache_min_tokens(self) -> int:
         """PROMPT_CACHE_MIN_TOKENS if set, else MODEL_ID's row's, else the default (no
-        MODEL_ID) or the table's highest (an unknown one)."""
+        MODEL_ID) or the table's highest (an unknown one): the last two in the sliding mode
+        only, which the validators leave them to."""
         if self.prompt_cache_min_tokens is not None:
             return self.prompt_cache_min_tokens
         if self.model_id is None:
             return DEFAULT_MIN_TOKENS
-        model = self.cache_model
+        model = self.known_model
         return model.min_tokens if model is not None else UNKNOWN_MIN_TOKENS
 
     @property
     def cache_offers_1h(self) -> bool:
-        """Whether the model takes ``cachePoint.ttl`` = ``1h``: MODEL_ID's row; yes without
-        MODEL_ID (the default), no for an id the table does not know."""
-        if self.model_id is None:
-            return True
-        model = self.cache_model
+        """Whether the model takes ``cachePoint.ttl`` = ``1h``: MODEL_ID's row; no without
+        MODEL_ID or for an id the table does not know."""
+        model = self.known_model
         return model is not None and model.offers_1h
+
+    @property
+    def context_window(self) -> ContextWindow | None:
+        """The model's context window: MODEL_CONTEXT_TOKENS if set, else MODEL_ID's row's;
+        None without either (no command is refused for its size)."""
+        model = self.known_model
+        name = model.name if model is not None else None
+        if self.model_context_tokens is not None:
+            return ContextWindow(self.model_context_tokens, name, True, self.model_prefix_tokens)
+        if model is None:
+            return None
+        return ContextWindow(model.context_tokens, name, False, self.model_prefix_tokens)
 
     def consumer_policy(
         self, *, visibility_timeout: int, max_receive_count: int | None = None

@@ -6,14 +6,16 @@ Minimums of 1,024, 2,048 and 4,096 tokens (Claude Sonnet 4.5; Sonnet 4.6; Opus 4
 Haiku 4.5, the table in ``worker/caching/models.py``) by the model stage's own system prompt
 and tools, 300 or 2,500 tokens (the 2,500 are 1,500 of tool definitions and a 1,000-token
 system prompt). Each is run with the stage configured as a deployment configures it
-(``MODEL_ID`` a model of the class, ``MODEL_PREFIX_TOKENS`` the prefix), and the classes in
-:data:`UNSET_CLASSES` also as today's deployments run, without either.
+(``MODEL_ID`` a model of the class, ``MODEL_PREFIX_TOKENS`` the prefix). A stage without
+``MODEL_ID`` or ``PROMPT_CACHE_MIN_TOKENS`` does not start in the cache-aligned mode, so no
+class runs without them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from localaws.bedrock_cache import STAND_IN_MODEL_ID
 from worker.settings import Settings
 
 
@@ -48,17 +50,19 @@ CLASSES = tuple(
 BY_KEY = {c.key: c for c in CLASSES}
 #: The classes part 10 measures under every deviation.
 DEVIATION_CLASSES = ("1024/300", "4096/2500")
-#: The classes also run as today's deployments run: no MODEL_ID, no MODEL_PREFIX_TOKENS.
-UNSET_CLASSES = ("4096/2500",)
 
 
-def settings_for(model: ModelClass, *, configured: bool = True, prior: bool = True) -> Settings:
-    """The stage's settings: as a deployment sets them for ``model`` (``MODEL_ID``, and
-    ``MODEL_PREFIX_TOKENS`` unless not ``prior``), or not ``configured``: neither set."""
-    settings = Settings.at_defaults()
-    if not configured:
-        return settings
-    return settings.model_copy(update={
+def settings_for(model: ModelClass, *, prior: bool = True) -> Settings:
+    """The stage's settings as a deployment sets them for ``model``: ``MODEL_ID``, and
+    ``MODEL_PREFIX_TOKENS`` unless not ``prior``."""
+    return Settings.at_defaults().model_copy(update={
         "model_id": model.model_id,
         "model_prefix_tokens": model.prefix_tokens if prior else 0,
     })  # fmt: skip
+
+
+def baseline_settings() -> Settings:
+    """The stage's defaults with ``MODEL_ID`` the model the prompt-cache stand-in's defaults
+    play (Claude Sonnet 4.5: 1,024 tokens, ``1h``): how the cases without a model class, and
+    the run through the worker, configure the cache-aligned mode."""
+    return Settings.at_defaults().model_copy(update={"model_id": STAND_IN_MODEL_ID})

@@ -14,8 +14,9 @@ turns spaced by each case's pause model. Contenders, on the same histories and f
 
 Cases: the pace models, sensitivities of the cache's rules, and the model classes
 (:mod:`bench.load.model_classes`: the cache's minimum by the model stage's own prefix, the
-stage configured with ``MODEL_ID`` and ``MODEL_PREFIX_TOKENS`` as a deployment would; the
-classes of :data:`UNSET_CLASSES` also without either).
+stage configured with ``MODEL_ID`` and ``MODEL_PREFIX_TOKENS`` as a deployment would). The
+other cases run the stage with ``MODEL_ID`` the stand-in's model, Claude Sonnet 4.5
+(:func:`bench.load.model_classes.baseline_settings`: 1,024 tokens, ``1h``).
 
 What is priced, the cost model's sources and the pause models: docs/benchmarks/model_bill.md.
 Run::
@@ -38,7 +39,7 @@ from datetime import UTC, datetime
 from functools import cache
 from typing import Any
 
-from bench.load.model_classes import CLASSES, UNSET_CLASSES, ModelClass, settings_for
+from bench.load.model_classes import CLASSES, ModelClass, baseline_settings, settings_for
 from bench.load.replay import (
     PAUSE_MODELS,
     ReplayedConversation,
@@ -67,8 +68,8 @@ MODES: dict[str, dict[str, Any]] = {
     "cache-aligned, 1h": {"cache_aligned": True, "cache_ttl": "1h"},
 }
 CONTENDERS = (*MODES, "stepped")
-#: Claude Sonnet 4's minimum, the default TTL, the model stage's 300-token system prompt
-#: first with a cache point of its own.
+#: Claude Sonnet 4.5's minimum (the baseline's MODEL_ID), the default TTL, the model stage's
+#: 300-token system prompt first with a cache point of its own.
 BASELINE_RULES = CacheRules(
     min_prefix_tokens=1024, ttl="5m", system_prompt_tokens=300, system_prompt_cache_point=True
 )
@@ -77,28 +78,25 @@ BASELINE_RULES = CacheRules(
 @dataclass(frozen=True, slots=True)
 class Case:
     """One pricing: the pause model and the cache's rules; the stage's settings are the
-    defaults with ``PROMPT_CACHE_MIN_TOKENS`` the rules' minimum, or, for a model class,
-    as a deployment sets them (``configured``) or without MODEL_ID and MODEL_PREFIX_TOKENS."""
+    baseline's with the rules' minimum, or, for a model class, as a deployment sets them."""
 
     name: str
     pauses: str
     rules: CacheRules = BASELINE_RULES
     model: ModelClass | None = None
-    configured: bool = True
 
     def settings(self, settings: Settings) -> Settings:
         if self.model is None:
             return settings
-        return settings_for(self.model, configured=self.configured)
+        return settings_for(self.model)
 
 
-def class_case(model: ModelClass, *, configured: bool = True) -> Case:
+def class_case(model: ModelClass) -> Case:
     """The mixed paces under ``model``'s minimum and model stage prefix."""
-    how = f"MODEL_ID {model.model}" if configured else "no MODEL_ID"
     rules = replace(BASELINE_RULES, min_prefix_tokens=model.min_tokens,
                     system_prompt_tokens=model.prefix_tokens)  # fmt: skip
-    return Case(f"{model.min_tokens:,} / {model.prefix_tokens:,}, {how}", "mixed", rules, model,
-                configured)  # fmt: skip
+    name = f"{model.min_tokens:,} / {model.prefix_tokens:,}, MODEL_ID {model.model}"
+    return Case(name, "mixed", rules, model)
 
 
 CASES = (
@@ -112,7 +110,6 @@ CASES = (
          replace(BASELINE_RULES, system_prompt_tokens=0, system_prompt_cache_point=False)),
     Case("mixed, lenient refresh", "mixed", replace(BASELINE_RULES, refresh="lenient")),
     *(class_case(model) for model in CLASSES),
-    *(class_case(model, configured=False) for model in CLASSES if model.key in UNSET_CLASSES),
 )  # fmt: skip
 
 
@@ -180,7 +177,7 @@ def case_row(job: tuple[int, bool]) -> dict[str, Any]:
     """Case ``CASES[index]`` priced (over the quick run's conversations when ``quick``)."""
     index, quick = job
     case = CASES[index]
-    tallies, by_profile = price_case(case, _conversations(quick), Settings.at_defaults())
+    tallies, by_profile = price_case(case, _conversations(quick), baseline_settings())
     base = tallies["sliding"]
     model = case.model
     row: dict[str, Any] = {
@@ -190,7 +187,7 @@ def case_row(job: tuple[int, bool]) -> dict[str, Any]:
         "model": None if model is None else {
             "key": model.key, "min_tokens": model.min_tokens,
             "prefix_tokens": model.prefix_tokens, "model": model.model,
-            "model_id": model.model_id if case.configured else None,
+            "model_id": model.model_id,
         },
         "contenders": {name: tallies[name].figures(base) for name in CONTENDERS},
     }  # fmt: skip
@@ -204,7 +201,7 @@ def case_row(job: tuple[int, bool]) -> dict[str, Any]:
 
 def measure(*, quick: bool, say: Any = print, jobs: int | None = None) -> dict[str, Any]:
     """Every case priced, ``jobs`` processes sharing them: the part's figures (JSON-ready)."""
-    settings = Settings.at_defaults()
+    settings = baseline_settings()
     conversations = _conversations(quick)
     jobs = jobs or max(1, min(os.cpu_count() or 1, 4))
     say(f"part 8: the model's bill, {len(CASES)} cases in {jobs} processes")

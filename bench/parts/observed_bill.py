@@ -18,9 +18,8 @@ item is stored, and the next turn reads it. Under each model class
 - ``cache-aligned, no bill``: ``HISTORY_WINDOW_MODE=cache-aligned`` with ``MODEL_ID`` and
   ``MODEL_PREFIX_TOKENS`` set, the answers stored by an older writer, without ``model_usage``;
 - ``cache-aligned, bill``: the same, the answers stored with ``model_usage``: the loop;
-- for :data:`UNSET_CLASSES`, both again without ``MODEL_ID`` and ``MODEL_PREFIX_TOKENS``
-  (today's deployment); and for the calibration only, the loop's first turns without
-  ``MODEL_PREFIX_TOKENS`` (no prior).
+- for the calibration only, the loop's first turns without ``MODEL_PREFIX_TOKENS`` (no
+  prior).
 
 On :data:`DEVIATION_CLASSES`, each deviation on its own. The plans without the loop do not
 depend on the bill: they are made once and billed under every deviation; the loop is
@@ -57,8 +56,8 @@ from bench.load.model_classes import (
     BY_KEY,
     CLASSES,
     DEVIATION_CLASSES,
-    UNSET_CLASSES,
     ModelClass,
+    baseline_settings,
     settings_for,
 )
 from bench.load.replay import (
@@ -95,13 +94,11 @@ PACE = "mixed"
 #: The quick run: every 40th conversation of the workload.
 QUICK_EVERY = 40
 SLIDING, WITHOUT, WITH = "sliding", "cache-aligned, no bill", "cache-aligned, bill"
-WITHOUT_UNSET, WITH_UNSET = f"{WITHOUT}, no MODEL_ID", f"{WITH}, no MODEL_ID"
 #: The loop's requests billed as if no entry ever expired: a bound, not a contender.
 NEVER_EXPIRED = f"{WITH}, no entry expired"
 CONTENDERS = (SLIDING, WITHOUT, WITH)
-#: The calibration's variants: the loop as configured, without MODEL_PREFIX_TOKENS, and
-#: without either setting.
-PRIOR, NO_PRIOR, UNSET = "prior", "no prior", "no MODEL_ID"
+#: The calibration's variants: the loop as configured, and without MODEL_PREFIX_TOKENS.
+PRIOR, NO_PRIOR = "prior", "no prior"
 DOC = Path(__file__).resolve().parents[2] / "docs" / "benchmarks" / "observed_bill.md"
 
 
@@ -174,14 +171,6 @@ def replay(conversation: ReplayedConversation, selection: Selection) -> Figures:
                     judge(figures, key, model.min_tokens, turns, answers, prefixes)
             replay_loop(figures, model, deviation, timed, times, configured)
         calibrate_without_prior(figures, model, timed, times)
-        if model.key in UNSET_CLASSES:
-            unset = settings_for(model, configured=False)
-            for name, writer in ((WITHOUT_UNSET, None), (WITH_UNSET, CONTRACT_WRITER)):
-                turns = loop(timed, times, unset, model_stage(model, NONE, calls), writer)
-                tally(figures, (model.key, name, NONE.key), cid, [t.plan for t in turns],
-                      [t.answer for t in turns])  # fmt: skip
-                if writer is not None:
-                    calibration_errors(figures, (model.key, UNSET, NONE.key), turns)
     return figures
 
 
@@ -278,8 +267,7 @@ def summary(figures: Figures, selection: Selection) -> dict[str, Any]:
     for model in selection.models():
         k = model.key
         base = figures.tallies[(k, SLIDING, NONE.key)]
-        names = [n for n in (*CONTENDERS, NEVER_EXPIRED, WITHOUT_UNSET, WITH_UNSET)
-                 if (k, n, NONE.key) in figures.tallies]  # fmt: skip
+        names = [n for n in (*CONTENDERS, NEVER_EXPIRED) if (k, n, NONE.key) in figures.tallies]
         rows = []
         for deviation in selection.deviations_of(model):
             d = deviation.key
@@ -307,7 +295,7 @@ def summary(figures: Figures, selection: Selection) -> dict[str, Any]:
                     for n in names}
                 for p in sorted({p for (c, _, p) in figures.paces if c == k})
             },
-            "calibration": {v: c for v in (PRIOR, NO_PRIOR, UNSET)
+            "calibration": {v: c for v in (PRIOR, NO_PRIOR)
                             if (c := _calibration(figures, k, v, NONE.key))},
             "deviations": rows if len(rows) > 1 or k in selection.on else [],
             "deviation_class": k in selection.on,
@@ -366,7 +354,7 @@ def measure(
         shape = observed_worker.QUICK if quick else observed_worker.FULL
         say(f"part 10: through the real worker, {shape[0]} conversations x {shape[1]} turns")
         document["worker"] = observed_worker.measure(
-            _conversations(), shape, settings=Settings.at_defaults(), say=say
+            _conversations(), shape, settings=baseline_settings(), say=say
         )
     document["seconds"] = time.monotonic() - started
     return document

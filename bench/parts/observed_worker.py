@@ -45,6 +45,7 @@ from bench.load.replay import (
 )
 from bench.parts.runs import WORK_DIR
 from bench.servers.servers import create_bench_resources, local_servers, pointed_at
+from localaws.bedrock_cache import STAND_IN_MODEL_ID
 from localaws.history_writer import message_item
 from localaws.model_stage import ModelStage, answer_item
 from worker.adapters.dynamodb import STATE_KEY
@@ -215,7 +216,7 @@ async def through_worker(
         child = servers.child_environ(
             **env,
             HISTORY_WINDOW_MODE="cache-aligned",
-            PROMPT_CACHE_MIN_TOKENS="1024",
+            MODEL_ID=STAND_IN_MODEL_ID,  # the stand-in's model: 1,024 tokens, 1h
             RECEIVE_WAIT_SECONDS="1",
             COMPACTION_RETRY_SECONDS="3600",
             LOG_FORMAT="json",

@@ -155,7 +155,7 @@ def section(doc: dict[str, Any], rel: str = "benchmarks") -> list[str]:
         "",
         "**Model classes** (the mixed paces; the cache's minimum / the model stage's own prefix, "
         "in tokens, the stage configured with `MODEL_ID` a model of the class and "
-        "`MODEL_PREFIX_TOKENS` the prefix, or without either; % of sliding's billed input, "
+        "`MODEL_PREFIX_TOKENS` the prefix; % of sliding's billed input, "
         "history seen and conversations above their own sliding bill for the default "
         "cache-aligned mode).",
         "",

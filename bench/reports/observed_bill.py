@@ -181,8 +181,8 @@ Sonnet 4.5), 2,048 (Sonnet 4.6) or 4,096 (Opus 4.5/4.6, Haiku 4.5), and the mode
 prefix before the view, 300 tokens (a system prompt) or 2,500 (1,500 of tool definitions and \
 a 1,000-token system prompt; `localaws/model_prefix.py` sizes both under the stand-in's \
 tokenizer). The stage runs as a deployment configures it: `MODEL_ID` a model of the class, \
-`MODEL_PREFIX_TOKENS` the prefix; at 4,096 / 2,500 also without either, as today's \
-deployments run.
+`MODEL_PREFIX_TOKENS` the prefix (the cache-aligned mode does not start without `MODEL_ID` \
+or `PROMPT_CACHE_MIN_TOKENS`).
 
 **Contenders.** *sliding*, the default mode (its view depends on neither the bill nor the \
 model: planned once, billed under each class); *cache-aligned, no bill*: \
@@ -235,7 +235,7 @@ the stand-in counts it; and each payload's expected read against the read billed
 |calibrated − real| / real of the prompt's tokens, the stage's estimate of its view calibrated \
 by the page's bills against the stand-in's count of the whole request; in brackets the \
 estimate's own error. With `MODEL_PREFIX_TOKENS` set (the prior), without it (the loop's \
-first 21 turns replayed again), and without `MODEL_ID` either."""
+first 21 turns replayed again)."""
 
 
 def markdown(doc: dict[str, Any]) -> str:

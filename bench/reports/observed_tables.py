@@ -10,14 +10,12 @@ from typing import Any
 from bench.reports.sections import table
 
 SLIDING, WITHOUT, WITH = "sliding", "cache-aligned, no bill", "cache-aligned, bill"
-WITHOUT_UNSET, WITH_UNSET = f"{WITHOUT}, no MODEL_ID", f"{WITH}, no MODEL_ID"
 NEVER_EXPIRED = f"{WITH}, no entry expired"
 CAUSES = ("no miss", "expired", "stage_changed_prefix", "below_minimum", "ttl_downgraded",
           "unexplained")  # fmt: skip
 VARIANTS = {
     "prior": "MODEL_ID and MODEL_PREFIX_TOKENS set",
     "no prior": "MODEL_ID set, MODEL_PREFIX_TOKENS not",
-    "no MODEL_ID": "neither set",
 }
 
 
@@ -38,22 +36,18 @@ def _above(figures: dict[str, Any] | None) -> str:
 
 
 def classes_table(doc: dict[str, Any]) -> list[str]:
-    """One row per model class (and per class run without MODEL_ID): % of sliding's bill,
-    the history seen, the conversations billed above their own sliding bill."""
+    """One row per model class: % of sliding's bill, the history seen, the conversations
+    billed above their own sliding bill."""
     rows = []
     for c in doc["classes"]:
         f = c["contenders"]
-        for without, loop, how in ((WITHOUT, WITH, f"`{c['model_id']}`"),
-                                   (WITHOUT_UNSET, WITH_UNSET, "no MODEL_ID")):  # fmt: skip
-            if without not in f:
-                continue
-            rows.append([
-                f"{c['min_tokens']:,} / {c['prefix_tokens']:,}", c["model"], how,
-                f"{f[SLIDING]['billed_per_turn']:,.0f}", _pct(f[without]), f"**{_pct(f[loop])}**",
-                _pct(f.get(NEVER_EXPIRED)) if loop == WITH else "–",
-                f"{_pct(f[without], 'history_share')} / {_pct(f[loop], 'history_share')}",
-                f"{_above(f[without])} / {_above(f[loop])}",
-            ])  # fmt: skip
+        rows.append([
+            f"{c['min_tokens']:,} / {c['prefix_tokens']:,}", c["model"], f"`{c['model_id']}`",
+            f"{f[SLIDING]['billed_per_turn']:,.0f}", _pct(f[WITHOUT]), f"**{_pct(f[WITH])}**",
+            _pct(f.get(NEVER_EXPIRED)),
+            f"{_pct(f[WITHOUT], 'history_share')} / {_pct(f[WITH], 'history_share')}",
+            f"{_above(f[WITHOUT])} / {_above(f[WITH])}",
+        ])  # fmt: skip
     heads = ["minimum / model prefix", "a model of the class", "the stage's MODEL_ID",
              "sliding, billed units / turn", "cache-aligned, no bill: % of sliding",
              "cache-aligned, bill: % of sliding", "the same windows, no entry expired",
@@ -68,9 +62,9 @@ def paces_table(doc: dict[str, Any]) -> list[str]:
     rows = []
     for c in doc["classes"]:
         for pace, f in c["by_pace"].items():
-            shares = [_pct(f.get(n)) for n in (WITHOUT, WITH, WITHOUT_UNSET, WITH_UNSET)]
+            shares = [_pct(f.get(n)) for n in (WITHOUT, WITH)]
             rows.append([c["key"], pace, *shares, f"{_above(f[WITHOUT])} / {_above(f[WITH])}"])
-    return table(["class", "pace", "no bill", "bill", "no bill, no MODEL_ID", "bill, no MODEL_ID",
+    return table(["class", "pace", "no bill", "bill",
                   "above their own sliding bill (no bill / bill)"], rows)  # fmt: skip
 
 

@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from bench.load.model_classes import CLASSES, UNSET_CLASSES
+from bench.load.model_classes import CLASSES, baseline_settings
 from bench.load.replay import (
     START,
     FoldTrack,
@@ -23,9 +23,8 @@ from bench.parts import model_bill
 from bench.parts.cache_bill import Tally, floor_edge, stepped_window
 from worker.caching.bill_model import TurnCost
 from worker.memory import HistoryMessage, Window
-from worker.settings import Settings
 
-SETTINGS = Settings.at_defaults()
+SETTINGS = baseline_settings()
 
 
 def messages(count: int) -> tuple[HistoryMessage, ...]:
@@ -117,10 +116,9 @@ def test_each_question_and_answer_is_stamped_with_its_turns_time_in_whole_second
 def test_each_model_class_is_a_case_priced_with_its_rules_and_planned_as_deployed() -> None:
     """GIVEN part 8's cases THEN each model class is one, its rules the class's minimum and
     model stage prefix (with its point), its plans the stage's under MODEL_ID and
-    MODEL_PREFIX_TOKENS; the unset classes once more with the defaults' 1,024 and no prefix."""
+    MODEL_PREFIX_TOKENS."""
     classes = [case for case in model_bill.CASES if case.model is not None]
-    assert [c.model.key for c in classes if c.configured] == [m.key for m in CLASSES]
-    assert [c.model.key for c in classes if not c.configured] == list(UNSET_CLASSES)
+    assert [c.model.key for c in classes] == [m.key for m in CLASSES]
     for case in classes:
         assert case.pauses == "mixed" and case.rules.system_prompt_cache_point
         assert (case.rules.min_prefix_tokens, case.rules.system_prompt_tokens) == (
@@ -129,7 +127,4 @@ def test_each_model_class_is_a_case_priced_with_its_rules_and_planned_as_deploye
         )
         config = model_bill.plan_config(SETTINGS, case, "cache-aligned")
         planned = (config.min_tokens, config.model_prefix_tokens, config.cache_aligned)
-        expected = (
-            (case.model.min_tokens, case.model.prefix_tokens) if case.configured else (1_024, 0)
-        )
-        assert planned == (*expected, True)
+        assert planned == (case.model.min_tokens, case.model.prefix_tokens, True)

@@ -20,7 +20,7 @@ from bench.load.answered import (
 from bench.load.model_classes import (
     BY_KEY,
     DEVIATION_CLASSES,
-    UNSET_CLASSES,
+    baseline_settings,
     settings_for,
 )
 from bench.load.replay import replay_plans, replayed_conversations
@@ -38,9 +38,8 @@ from bench.reports.observed_bill import headline, markdown, section, targets
 from localaws.bedrock_cache import chars_over_4, chars_per_token
 from localaws.model_prefix import ModelPrefix
 from worker.adapters.stored_bills import read_bill
-from worker.settings import Settings
 
-SETTINGS = Settings.at_defaults()
+SETTINGS = baseline_settings()
 ALIGNED = replace(SETTINGS.plan_config, cache_aligned=True)
 BASE = BY_KEY["1024/300"]
 
@@ -132,8 +131,7 @@ def test_the_bill_is_priced_one_uncached_a_tenth_read_and_each_write_at_its_ttl(
 @pytest.mark.parametrize("key", ["1024/300", "2048/2500", "4096/2500"])
 def test_a_class_runs_the_stage_as_a_deployment_configures_it(key: str) -> None:
     """GIVEN a model class THEN the stage's MODEL_ID names a model of its minimum and
-    MODEL_PREFIX_TOKENS is its prefix; without the prior only MODEL_ID; unconfigured,
-    neither (the defaults: 1,024, no prefix)."""
+    MODEL_PREFIX_TOKENS is its prefix; without the prior only MODEL_ID."""
     model = BY_KEY[key]
     configured = plan_config(settings_for(model), aligned=True)
     assert (configured.min_tokens, configured.model_prefix_tokens) == (
@@ -142,8 +140,6 @@ def test_a_class_runs_the_stage_as_a_deployment_configures_it(key: str) -> None:
     )
     assert configured.cache_aligned and configured.cache_ttl == "adaptive"
     assert plan_config(settings_for(model, prior=False), aligned=True).model_prefix_tokens == 0
-    unset = plan_config(settings_for(model, configured=False), aligned=False)
-    assert (unset.min_tokens, unset.model_prefix_tokens, unset.cache_aligned) == (1_024, 0, False)
 
 
 @pytest.mark.parametrize("key", ["1024/300", "4096/2500"])
@@ -252,16 +248,12 @@ def test_each_class_has_its_rows_and_only_the_deviation_classes_their_deviations
     assert list(classes) == list(SELECTION.classes)
     for key, c in classes.items():
         contenders = set(c["contenders"])
-        unset = {observed_bill.WITHOUT_UNSET, observed_bill.WITH_UNSET}
-        assert contenders - unset == {*observed_bill.CONTENDERS, observed_bill.NEVER_EXPIRED}
-        assert contenders >= unset if key in UNSET_CLASSES else not contenders & unset
+        assert contenders == {*observed_bill.CONTENDERS, observed_bill.NEVER_EXPIRED}
         assert c["contenders"]["sliding"]["billed_share"] == pytest.approx(1.0)
         assert [r["key"] for r in c["deviations"]] == (
             [d.key for d in DEVIATIONS] if key in DEVIATION_CLASSES else []
         )
-        assert set(c["calibration"]) == {"prior", "no prior"} | (
-            {"no MODEL_ID"} if key in UNSET_CLASSES else set()
-        )
+        assert set(c["calibration"]) == {"prior", "no prior"}
         assert "3" in c["calibration"]["prior"] and "10" in c["calibration"]["prior"]
 
 
@@ -288,7 +280,7 @@ def test_the_benchmarks_section_and_the_headline_give_a_row_per_class_and_per_de
     assert lines[0] == "## 10. The bill, observed"
     assert "[`benchmarks/observed_bill.md`](benchmarks/observed_bill.md)" in lines[2]
     rows = [line for line in lines if line.startswith("| 4,096 / 2,500 |")]
-    assert len(rows) == 2 and "no MODEL_ID" in rows[1]
+    assert len(rows) == 1 and "`anthropic.claude-opus-4-5-20251101-v1:0`" in rows[0]
     for deviation in DEVIATIONS:
         assert any(line.startswith(f"| {deviation.name} |") for line in lines)
     printed = headline(document)

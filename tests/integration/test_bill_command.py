@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from localaws.bedrock_cache import STAND_IN_MODEL_ID
 from localaws.history_writer import message_item
 from localaws.model_stage import ModelAnswer, ModelStage, answer_item, put_answer_async
 from tests.integration.conftest import Stack, running_worker
@@ -42,7 +43,9 @@ async def served(stack: Stack) -> list[tuple[int, str, ModelAnswer]]:
     await stack.seed(CONVERSATION, exchanges, folded_through=20, summary=f"{SECRET} summary " * 30)
     model, newest, answers = ModelStage(), len(exchanges), []
     table = stack.env["HISTORY_TABLE"]
-    async with running_worker(stack.settings(history_window_mode="cache-aligned")):
+    async with running_worker(
+        stack.settings(history_window_mode="cache-aligned", model_id=STAND_IN_MODEL_ID)
+    ):
         for number, sent_at in enumerate(MOMENTS, start=1):
             command_id, question = f"c-{number}", f"{SECRET} question {number}"
             await stack.send_command(

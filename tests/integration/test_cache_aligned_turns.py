@@ -40,6 +40,7 @@ from typing import Any
 import pytest
 
 import worker.app.runtime as runtime
+from localaws.bedrock_cache import STAND_IN_MODEL_ID
 from tests.conftest import captured_logs
 from tests.integration.conftest import Stack, running_worker
 from worker.adapters.dynamodb import STATE_KEY, message_key, rfc3339
@@ -278,7 +279,11 @@ async def test_a_conversation_through_the_real_worker_keeps_its_prompt_prefix(
         for seed, name in enumerate(("brief", "long", "paste"), start=1)
     ]
     by_id = {c.conversation_id: c for c in conversations}
-    settings = stack.settings(history_window_mode="cache-aligned", compaction_retry_seconds=3600)
+    settings = stack.settings(
+        history_window_mode="cache-aligned",
+        model_id=STAND_IN_MODEL_ID,
+        compaction_retry_seconds=3600,
+    )
     assert settings.history_cache_ttl == "adaptive"
     with captured_logs() as logs:
         async with running_worker(settings):

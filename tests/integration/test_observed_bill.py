@@ -25,6 +25,7 @@ from typing import Any
 import boto3
 import pytest
 
+from localaws.bedrock_cache import STAND_IN_MODEL_ID
 from localaws.endpoints import DUMMY_CLIENT_ARGS
 from localaws.history_writer import message_item
 from localaws.model_stage import ModelStage, answer_item, put_answer, rfc3339
@@ -144,6 +145,7 @@ async def test_the_next_turn_checks_each_stored_bill_and_an_older_writer_changes
     dynamodb = boto3.client("dynamodb", endpoint_url=stack.endpoint, **DUMMY_CLIENT_ARGS)
     settings = stack.settings(
         history_window_mode="cache-aligned",
+        model_id=STAND_IN_MODEL_ID,  # the stand-in's cache: 1,024 tokens, 1h honoured
         history_window_max_tokens=16_000,  # the window reaches back to seq 1 all along
         memory_fold_min_tokens=8_000,
     )

@@ -19,6 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from localaws.bedrock_cache import STAND_IN_MODEL_ID
 from localaws.history_writer import message_item, state_item
 from tests.conftest import captured_logs
 from tests.hostile_items import TIME_EDGES, pages
@@ -57,7 +58,9 @@ class Turns:
         self.stack = stack
         self.stages: dict[str, ConverseStage] = {
             mode: build_stage(
-                stack.clients, stack.settings(history_window_mode=mode), visibility_timeout=30
+                stack.clients,
+                stack.settings(history_window_mode=mode, model_id=STAND_IN_MODEL_ID),
+                visibility_timeout=30,
             )
             for mode in ("sliding", "cache-aligned")
         }
@@ -243,7 +246,9 @@ async def test_a_bill_stored_slightly_wrong_is_dropped_and_every_turn_served(
     break_bill(items[3], how)  # the answer at seq 4
     await stack.put_items(items)
     with captured_logs() as logs:
-        async with running_worker(stack.settings(history_window_mode=mode)):
+        async with running_worker(
+            stack.settings(history_window_mode=mode, model_id=STAND_IN_MODEL_ID)
+        ):
             for turn in (4, 5):
                 await stack.send_command(
                     command_id=f"c-{turn}",
@@ -264,7 +269,9 @@ async def test_a_sent_at_in_year_9999_is_served_on_a_conversation_with_bills(
 ) -> None:
     await stack.put_items(billed_conversation("matter-9999", 3))
     with captured_logs() as logs:
-        async with running_worker(stack.settings(history_window_mode=mode)):
+        async with running_worker(
+            stack.settings(history_window_mode=mode, model_id=STAND_IN_MODEL_ID)
+        ):
             await stack.send_command(
                 command_id="c-9999", conversation_id="matter-9999", sent_at="9999-12-31T23:59:45Z"
             )
@@ -284,7 +291,7 @@ async def test_a_malformed_fold_mark_refuses_the_command_at_once_naming_the_attr
     state = state_item("matter-bad-state", summary="The matter so far.")
     state["folded_through"] = {"S": "120"}
     await stack.put_items([*billed_conversation("matter-bad-state", 2), state])
-    async with running_worker(stack.settings(history_window_mode=mode)):
+    async with running_worker(stack.settings(history_window_mode=mode, model_id=STAND_IN_MODEL_ID)):
         await stack.send_command(command_id="c-refused", conversation_id="matter-bad-state")
         [dead] = await stack.drain(await stack.dead_letter_url(), expect=1)
     reason = dead["MessageAttributes"]["RejectionReason"]["StringValue"]

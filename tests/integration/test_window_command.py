@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from localaws.bedrock_cache import STAND_IN_MODEL_ID
 from tests.integration.conftest import Stack, running_worker
 
 pytestmark = pytest.mark.integration
@@ -53,7 +54,9 @@ async def test_the_report_of_a_served_conversation_reads_only_and_shows_no_conte
     ]
     await stack.seed("matter-w1", exchanges, folded_through=20, summary=f"{SECRET} summary")
     await stack.send_command(command_id="c-1", conversation_id="matter-w1")
-    async with running_worker(stack.settings(history_window_mode="cache-aligned")):
+    async with running_worker(
+        stack.settings(history_window_mode="cache-aligned", model_id=STAND_IN_MODEL_ID)
+    ):
         await stack.drain("MODEL_QUEUE_URL", expect=1)
         async with asyncio.timeout(60):  # the anchor is written after the prompt: wait for it
             while "window_anchor" not in await stack.state_item("matter-w1"):
@@ -63,7 +66,9 @@ async def test_the_report_of_a_served_conversation_reads_only_and_shows_no_conte
     )
     before = await everything(stack)
 
-    output = await window_command(stack, "--conversation", "matter-w1", "--mode", "cache-aligned")
+    output = await window_command(
+        stack, "--conversation", "matter-w1", "--mode", "cache-aligned", MODEL_ID=STAND_IN_MODEL_ID
+    )
     lines = output.splitlines()
     assert SECRET not in output and "clause" not in output
     assert lines[0].startswith("conversation matter-w1: the next turn")
@@ -104,7 +109,11 @@ async def test_the_report_of_a_served_conversation_reads_only_and_shows_no_conte
 async def test_the_mode_comes_from_the_settings_and_a_bad_one_is_refused(stack: Stack) -> None:
     await stack.seed("matter-w2", [("user", "q"), ("assistant", "a")])
     output = await window_command(
-        stack, "--conversation", "matter-w2", HISTORY_WINDOW_MODE="cache-aligned"
+        stack,
+        "--conversation",
+        "matter-w2",
+        HISTORY_WINDOW_MODE="cache-aligned",
+        MODEL_ID=STAND_IN_MODEL_ID,
     )
     assert "anchor: none stored; this turn would re-anchor (first_turn) at seq 1" in output
     process = await asyncio.create_subprocess_exec(
@@ -115,7 +124,9 @@ async def test_the_mode_comes_from_the_settings_and_a_bad_one_is_refused(stack: 
         "--conversation",
         "matter-w2",
         env=stack.process_env(
-            HISTORY_WINDOW_MODE="cache-aligned", HISTORY_WINDOW_ANCHOR_HEADROOM_MESSAGES="25"
+            HISTORY_WINDOW_MODE="cache-aligned",
+            MODEL_ID=STAND_IN_MODEL_ID,
+            HISTORY_WINDOW_ANCHOR_HEADROOM_MESSAGES="25",
         ),
         stderr=asyncio.subprocess.PIPE,
     )

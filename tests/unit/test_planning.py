@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from localaws.bedrock_cache import STAND_IN_MODEL_ID
 from tests.conftest import settings as make_settings
 from tests.converse_rules import contract_digests
 from worker.caching.anchor import AnchorHeadroom, WindowAnchor
@@ -28,7 +29,7 @@ from worker.ports import HistoryPage
 from worker.turn.commands import ConverseCommand, prompt_payload
 
 SLIDING = make_settings().plan_config
-ALIGNED = make_settings(history_window_mode="cache-aligned").plan_config
+ALIGNED = make_settings(history_window_mode="cache-aligned", model_id=STAND_IN_MODEL_ID).plan_config
 SUMMARY = "The matter so far."
 AT = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 
@@ -59,13 +60,16 @@ def page_of(
 
 
 def test_the_settings_give_the_plan_its_configuration_and_nothing_else() -> None:
-    settings = make_settings(history_window_mode="cache-aligned", history_cache_ttl="1h")
+    settings = make_settings(
+        history_window_mode="cache-aligned", model_id=STAND_IN_MODEL_ID, history_cache_ttl="1h"
+    )
     assert settings.plan_config == PlanConfig(
         limits=settings.window_limits,
         cache_aligned=True,
         headroom=settings.anchor_headroom,
         cache_ttl="1h",
         min_tokens=settings.cache_min_tokens,
+        min_tokens_stated=True,
     )
 
 

@@ -1,9 +1,13 @@
-"""Settings: the contract's variables, the fold coupling, and one-line start-up errors."""
+"""Settings: the contract's variables, the fold coupling, what the model is (the
+cache-aligned mode refuses to start on a guess; the sliding mode needs none of it; the
+context window a command's message must fit), and one-line start-up errors."""
 
 from __future__ import annotations
 
 import pytest
 
+from localaws.bedrock_cache import STAND_IN_MODEL_ID
+from worker.caching.models import ContextWindow
 from worker.errors import ConfigError
 from worker.settings import Settings, load_settings
 
@@ -122,6 +126,8 @@ def test_the_floor_must_stay_below_the_message_cap(monkeypatch: pytest.MonkeyPat
         ("PROMPT_CACHE_MIN_TOKENS", "many", "valid integer"),
         ("STARTUP_TIMEOUT_SECONDS", "0.5", "greater than or equal to 1"),
         ("STARTUP_TIMEOUT_SECONDS", "301", "less than or equal to 300"),
+        ("MODEL_CONTEXT_TOKENS", "0", "greater than or equal to 1"),
+        ("MODEL_CONTEXT_TOKENS", "20000000", "less than or equal to 10000000"),
     ],
 )
 def test_bad_values_fail_with_the_variable_named(
@@ -194,6 +200,7 @@ def test_the_cache_aligned_mode_and_its_headroom_are_read_from_the_environment(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("HISTORY_WINDOW_MODE", "cache-aligned")
+    monkeypatch.setenv("MODEL_ID", STAND_IN_MODEL_ID)
     monkeypatch.setenv("HISTORY_WINDOW_ANCHOR_HEADROOM_TOKENS", "0")
     monkeypatch.setenv("HISTORY_WINDOW_ANCHOR_HEADROOM_MESSAGES", "24")
     s = load_settings()
@@ -212,6 +219,7 @@ def test_a_headroom_that_leaves_the_cache_aligned_window_no_room_refuses_to_star
     monkeypatch: pytest.MonkeyPatch, name: str, value: str, budget: str
 ) -> None:
     monkeypatch.setenv("HISTORY_WINDOW_MODE", "cache-aligned")
+    monkeypatch.setenv("MODEL_ID", STAND_IN_MODEL_ID)
     monkeypatch.setenv(name, value)
     with pytest.raises(ConfigError) as caught:
         load_settings()
@@ -228,5 +236,130 @@ def test_the_headroom_is_not_checked_in_the_sliding_mode_which_never_reads_it(
     monkeypatch.setenv("HISTORY_WINDOW_FLOOR_MESSAGES", "2")
     assert load_settings().history_window_max_messages == 5
     monkeypatch.setenv("HISTORY_WINDOW_MODE", "cache-aligned")
+    monkeypatch.setenv("MODEL_ID", STAND_IN_MODEL_ID)
     with pytest.raises(ConfigError, match=r"HEADROOM_MESSAGES \(8\) must be below"):
         load_settings()
+
+
+UNKNOWN = "arn:aws:bedrock:eu-west-1:111122223333:application-inference-profile/k2x9"
+
+
+def refusal(monkeypatch: pytest.MonkeyPatch, **env: str) -> str:
+    """The one line start-up stops with under ``env``."""
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    message = str(caught.value)
+    assert "\n" not in message
+    return message
+
+
+def test_the_cache_aligned_mode_without_model_id_or_a_minimum_refuses_to_start(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    message = refusal(monkeypatch, HISTORY_WINDOW_MODE="cache-aligned")
+    assert message == (
+        "invalid configuration: HISTORY_WINDOW_MODE (cache-aligned) needs MODEL_ID or "
+        "PROMPT_CACHE_MIN_TOKENS: its cache points must be ones the model takes, and Bedrock "
+        "refuses every prompt whose cache point (or its `1h` lifetime) the model does not take"
+    )
+
+
+def test_an_unknown_model_id_in_the_cache_aligned_mode_needs_an_explicit_minimum(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An id the table does not know (an application inference profile's ARN names no
+    family) may be a model without prompt caching: no guess, the operator states it."""
+    message = refusal(monkeypatch, HISTORY_WINDOW_MODE="cache-aligned", MODEL_ID=UNKNOWN)
+    assert f"MODEL_ID ({UNKNOWN}) is not in the stage's model table" in message
+    assert "HISTORY_WINDOW_MODE (cache-aligned) needs PROMPT_CACHE_MIN_TOKENS" in message
+    monkeypatch.setenv("PROMPT_CACHE_MIN_TOKENS", "2048")
+    stated = load_settings()
+    assert (stated.cache_min_tokens, stated.cache_offers_1h) == (2048, False)
+    assert stated.plan_config.min_tokens_stated
+
+
+def test_an_explicit_minimum_without_model_id_runs_the_cache_aligned_mode_without_1h(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("HISTORY_WINDOW_MODE", "cache-aligned")
+    monkeypatch.setenv("PROMPT_CACHE_MIN_TOKENS", "1024")
+    settings = load_settings()
+    assert settings.cache_aligned and settings.history_cache_ttl == "adaptive"
+    assert (settings.cache_min_tokens, settings.cache_offers_1h) == (1024, False)
+    assert settings.plan_config.offers_1h is False  # adaptive chooses between 5m and none
+    message = refusal(monkeypatch, HISTORY_CACHE_TTL="1h")
+    assert message.startswith(
+        "invalid configuration: HISTORY_CACHE_TTL (1h) needs MODEL_ID naming a model that "
+        "takes the 1-hour lifetime"
+    )
+    monkeypatch.setenv("HISTORY_CACHE_TTL", "5m")
+    assert load_settings().history_cache_ttl == "5m"
+
+
+def test_a_known_model_id_runs_the_cache_aligned_mode_with_its_row(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("HISTORY_WINDOW_MODE", "cache-aligned")
+    monkeypatch.setenv("MODEL_ID", STAND_IN_MODEL_ID)
+    monkeypatch.setenv("HISTORY_CACHE_TTL", "1h")
+    settings = load_settings()
+    assert (settings.cache_min_tokens, settings.cache_offers_1h) == (1024, True)
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {},
+        {"HISTORY_CACHE_TTL": "1h"},
+        {"MODEL_ID": UNKNOWN},
+        {"MODEL_ID": "anthropic.claude-sonnet-4-20250514-v1:0", "HISTORY_CACHE_TTL": "1h"},
+    ],
+    ids=["nothing", "1h-without-model", "unknown-model", "1h-model-without-it"],
+)
+def test_the_sliding_mode_needs_no_model_and_never_reads_the_lifetimes(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str]
+) -> None:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    settings = load_settings()
+    assert not settings.cache_aligned and not settings.cache_offers_1h
+
+
+def test_the_context_window_comes_from_model_id_or_model_context_tokens(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert load_settings().context_window is None  # neither: no command refused for its size
+    monkeypatch.setenv("MODEL_CONTEXT_TOKENS", "50000")
+    assert load_settings().context_window == ContextWindow(50_000, None, True, 0)
+    monkeypatch.setenv("MODEL_ID", "amazon.nova-micro-v1:0")
+    monkeypatch.setenv("MODEL_PREFIX_TOKENS", "3000")
+    assert load_settings().context_window == ContextWindow(50_000, "Amazon Nova Micro", True, 3000)
+    monkeypatch.delenv("MODEL_CONTEXT_TOKENS")
+    assert load_settings().context_window == ContextWindow(
+        128_000, "Amazon Nova Micro", False, 3000
+    )
+
+
+@pytest.mark.parametrize(
+    ("env", "named"),
+    [
+        (
+            {"MODEL_ID": "amazon.nova-micro-v1:0", "MODEL_PREFIX_TOKENS": "128000"},
+            "context window (MODEL_ID's Amazon Nova Micro: 128000)",
+        ),
+        (
+            {"MODEL_CONTEXT_TOKENS": "8000", "MODEL_PREFIX_TOKENS": "9000"},
+            "context window (MODEL_CONTEXT_TOKENS: 8000)",
+        ),
+    ],
+    ids=["model-id", "model-context-tokens"],
+)
+def test_a_model_prefix_that_fills_the_context_window_refuses_to_start(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], named: str
+) -> None:
+    message = refusal(monkeypatch, **env)
+    prefix = env["MODEL_PREFIX_TOKENS"]
+    assert f"MODEL_PREFIX_TOKENS ({prefix}) must be below the model's {named}" in message
+    assert "every command would be refused" in message

@@ -240,12 +240,13 @@ async def run_worker(
         aws_clients(pool_size=max(10, settings.worker_concurrency + 10)) as clients,
         operating(settings, tracer_provider) as ops,
     ):
-        if settings.model_id is not None and settings.cache_model is None:
+        if settings.model_id is not None and settings.known_model is None:
             log.warning(
                 "clerk.converse_model_unknown",
                 model_id=settings.model_id,
                 min_tokens=settings.cache_min_tokens,
                 offers_1h=settings.cache_offers_1h,
+                context_tokens=settings.model_context_tokens,
             )
         description = await checked_resources(clients, settings, stopping)
         if description is None or description.dead_letter is None:

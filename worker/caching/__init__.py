@@ -5,7 +5,9 @@ Owns: :mod:`~worker.caching.anchor` (the cache-aligned window: an anchor kept tu
 the fold-lagged summary), :mod:`~worker.caching.lifetimes` (each cache point's TTL from the
 conversation's pace and the turn's shape), :mod:`~worker.caching.bill_model` (Bedrock's
 documented prompt-cache rules as a price model, for ``worker window`` and the benchmark),
-:mod:`~worker.caching.prices` (Bedrock's lifetimes and prices, one table); and the bill,
+:mod:`~worker.caching.prices` (Bedrock's lifetimes and prices, one table),
+:mod:`~worker.caching.models` (what the stage knows of its model by ``MODEL_ID``: the cache's
+minimum, ``1h``, the context window a command's message must fit); and the bill,
 observed, one module an idea: :mod:`~worker.caching.bills` (the payload's expectation and the
 model's ``usage`` as values), :mod:`~worker.caching.expectation` (what a view expects),
 :mod:`~worker.caching.calibration` (real tokens from the estimate),

@@ -20,6 +20,7 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from structlog.contextvars import bind_contextvars, reset_contextvars
 
+from worker.caching.models import OVER_CONTEXT_WINDOW
 from worker.delivery.outcomes import Failed, Outcome, Rejected, Retry
 from worker.ports import ReceivedMessage
 from worker.telemetry import metrics as m
@@ -55,6 +56,7 @@ REJECTION_KINDS: tuple[tuple[str, str], ...] = (
     ("body is a JSON ", "not_an_object"),
     ("invalid command", "invalid_command"),
     ("message is blank", "blank_message"),
+    (OVER_CONTEXT_WINDOW, "message_over_context_window"),
     ("the S3 pointer names an object that does not exist", "payload_missing"),
     ("the S3 pointer's object is not UTF-8", "payload_not_utf8"),
     ("the S3 pointer names a bucket", "payload_bucket_refused"),

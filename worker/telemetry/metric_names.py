@@ -104,6 +104,7 @@ METRICS: tuple[Metric, ...] = (
                 "not_an_object",
                 "invalid_command",
                 "blank_message",
+                "message_over_context_window",
                 "payload_missing",
                 "payload_not_utf8",
                 "payload_bucket_refused",

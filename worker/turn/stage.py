@@ -3,7 +3,9 @@ the plan, send the prompt, then write what follows it: the ledger's done mark, a
 when one is due, the window's anchor when it moved.
 
 Each received message yields an :data:`Outcome`; the consumer acts on it (delete,
-dead-letter, or return to the queue with a delay). Nothing here deletes or logs content.
+dead-letter, or return to the queue with a delay). Nothing here deletes or logs content. A
+command whose message alone cannot fit the model's context window is rejected before
+anything else is read or written.
 
 Idempotency: before forwarding, the command is claimed in the ledger (a conditional
 write keyed on ``command_id``). A command already done is deleted without a second
@@ -99,6 +101,7 @@ class ConverseStage:
         self._objects = objects
         self._settings = settings
         self._plan_config = settings.plan_config
+        self._context_window = settings.context_window
         self._lease = lease
         self._clock = clock
         self._sleep = sleep
@@ -116,6 +119,11 @@ class ConverseStage:
         except RetryableError as exc:
             log.warning("clerk.converse_command_retry", error=str(exc))
             return retry_for(exc)
+        # The current message is never trimmed: one that cannot fit the model is refused
+        # before the ledger claims it or the history is read.
+        window = self._context_window
+        if window is not None and (refusal := window.refusal(command.message)) is not None:
+            return Rejected(refusal)
         with bound_contextvars(
             conversation_id=command.conversation_id, command_id=command.command_id
         ):

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from localaws.bedrock_cache import STAND_IN_MODEL_ID
 from localaws.history_writer import message_item, state_item
 from localaws.model_stage import ModelStage, answer_item
 from tests.conftest import settings as make_settings
@@ -29,7 +30,7 @@ CONVERSATION = "matter-1187"
 T0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 SUMMARY = "The matter so far: the lease, its clause 14.2, and the notice served. " * 70
 LIMITS = WindowLimits(max_tokens=4000, max_messages=25, floor_messages=10, message_max_tokens=1000)
-ALIGNED = make_settings(history_window_mode="cache-aligned").plan_config
+ALIGNED = make_settings(history_window_mode="cache-aligned", model_id=STAND_IN_MODEL_ID).plan_config
 
 
 def question(turn: int) -> str:

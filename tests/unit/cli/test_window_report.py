@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from functools import partial
 
+from localaws.bedrock_cache import STAND_IN_MODEL_ID
 from tests.conftest import settings as make_settings
 from tests.unit.fakes import HistoryTable
 from worker.caching.anchor import WindowAnchor
@@ -14,7 +15,7 @@ from worker.memory import HistoryMessage
 from worker.planning import plan_turn
 from worker.turn.reading import read_turn
 
-ALIGNED = make_settings(history_window_mode="cache-aligned")
+ALIGNED = make_settings(history_window_mode="cache-aligned", model_id=STAND_IN_MODEL_ID)
 SECRET = "PRIVILEGED settlement figure"
 SUMMARY = f"{SECRET}: the matter so far, at length. " * 40
 

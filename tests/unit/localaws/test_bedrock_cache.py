@@ -26,6 +26,7 @@ from moto import mock_aws
 
 from localaws.bedrock_cache import (
     MIN_PREFIX_TOKENS,
+    STAND_IN_MODEL_ID,
     CacheConfig,
     CacheRequestRefused,
     PromptCache,
@@ -47,6 +48,7 @@ from localaws.model_stage import (
 )
 from tests.converse_rules import SERVICE
 from worker.adapters.dynamodb import history_page
+from worker.caching.models import known_model
 from worker.memory import (
     FoldState,
     HistoryMessage,
@@ -725,3 +727,13 @@ async def test_put_answer_async_awaits_put_item_with_the_item() -> None:
     client = FakeAsyncDynamo()
     await put_answer_async(client, "history", item)  # type: ignore[arg-type]
     assert client.puts == [{"TableName": "history", "Item": item}]
+
+
+def test_the_stand_ins_default_cache_plays_the_model_id_the_stage_is_given_for_it() -> None:
+    """The demo, the tests and the benchmark run the cache-aligned stage with
+    ``MODEL_ID=STAND_IN_MODEL_ID`` against this stand-in: the stage's row for that id has the
+    stand-in's default minimum and takes ``1h``, as the stand-in honours it."""
+    row = known_model(STAND_IN_MODEL_ID)
+    config = CacheConfig()
+    assert row is not None
+    assert (row.min_tokens, row.offers_1h) == (config.min_prefix_tokens, config.honour_1h)

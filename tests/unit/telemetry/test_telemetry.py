@@ -180,6 +180,11 @@ def test_the_age_at_receive_comes_from_sent_timestamp() -> None:
         ("body is a JSON list, not an object", "not_an_object"),
         ("invalid command: message: Field required", "invalid_command"),
         ("message is blank", "blank_message"),
+        (
+            "message is larger than the model's context window: ~250,001 tokens estimated, "
+            "Claude Sonnet 4.5 takes 200,000",
+            "message_over_context_window",
+        ),
         ("the S3 pointer names an object that does not exist", "payload_missing"),
         ("the S3 pointer's object is not UTF-8 text", "payload_not_utf8"),
         ("the S3 pointer names a bucket this stage does not read: other", "payload_bucket_refused"),

@@ -9,6 +9,7 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from localaws.bedrock_cache import STAND_IN_MODEL_ID
 from tests.conftest import captured_logs
 from tests.conftest import settings as make_settings
 from tests.unit.clock import FakeClock
@@ -24,7 +25,7 @@ from worker.telemetry.hooks import Telemetry
 from worker.telemetry.metrics import MetricsBook
 from worker.turn.stage import ConverseStage
 
-ALIGNED = make_settings(history_window_mode="cache-aligned")
+ALIGNED = make_settings(history_window_mode="cache-aligned", model_id=STAND_IN_MODEL_ID)
 SUMMARY = "The matter so far: the parties and the clauses in dispute."
 FIVE_MINUTES = {"cachePoint": {"type": "default", "ttl": "5m"}}
 THROTTLED = StoreUnavailable("dynamodb.UpdateItem failed: ThrottlingException (HTTP 400)")

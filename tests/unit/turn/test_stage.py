@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import captured_logs
+from tests.conftest import settings as placeholder_settings
 from tests.unit.fakes import NOW, MemoryQueue, memory_stage
 from worker.delivery.outcomes import Done, Rejected, Retry
 from worker.errors import StoreUnavailable
@@ -234,6 +235,53 @@ async def test_an_invalid_command_is_rejected_without_touching_the_ledger(turn: 
     assert isinstance(outcome, Rejected)
     assert outcome.reason.startswith("invalid command: command_id: Field required")
     assert turn.ledger.records == {}
+
+
+@dataclass
+class UnreadHistory(MemoryHistory):
+    """Counts the pages read: a refusal before the read leaves it at zero."""
+
+    reads: int = 0
+
+    async def load_page(self, conversation_id: str, limit: int) -> HistoryPage:
+        self.reads += 1
+        return await super().load_page(conversation_id, limit)
+
+
+@pytest.mark.parametrize(
+    ("chars", "fits"), [(4 * (200_000 - 2_500), True), (4 * (200_000 - 2_500) + 1, False)]
+)
+async def test_a_message_that_cannot_fit_the_context_window_is_rejected_before_anything_is_read(
+    chars: int, fits: bool
+) -> None:
+    """GIVEN MODEL_ID a 200,000-token model and a 2,500-token model stage prefix, WHEN a
+    message of ``chars`` characters comes in, THEN one that cannot fit is rejected at once
+    with its sizes and the model (never its text): no ledger claim, no history read, nothing
+    sent; one a character shorter is served."""
+    history, ledger, model_queue = UnreadHistory(), MemoryLedger(), MemoryQueue()
+    stage = memory_stage(
+        history=history,
+        ledger=ledger,
+        model_queue=model_queue,
+        settings=placeholder_settings(
+            model_id="anthropic.claude-sonnet-4-5-20250929-v1:0", model_prefix_tokens=2_500
+        ),
+    )
+    outcome = await stage.handle(delivery(message="privileged " + "x" * (chars - 11)))
+    if fits:
+        assert outcome == Done() and len(model_queue.sent) == 1 and history.reads == 1
+        return
+    assert outcome == Rejected(
+        "message is larger than the model's context window: ~197,501 tokens estimated plus "
+        "the model stage's 2,500 (MODEL_PREFIX_TOKENS), Claude Sonnet 4.5 takes 200,000"
+    )
+    assert (ledger.records, history.reads, model_queue.sent) == ({}, 0, [])
+
+
+async def test_without_a_context_window_no_message_is_refused_for_its_size(turn: Turn) -> None:
+    """Neither MODEL_ID nor MODEL_CONTEXT_TOKENS: the stage knows no window to refuse by."""
+    assert await turn.stage.handle(delivery(message="x" * 1_000_000)) == Done()
+    assert len(turn.model_queue.sent) == 1
 
 
 async def test_renew_extends_the_leases_of_turns_in_hand_and_reports_those_lost(
