@@ -4,17 +4,34 @@ second run removes nothing; a turn racing an erase leaves only what the next run
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
+from datetime import datetime, timedelta
+from typing import Any, Unpack
 
 import pytest
 
 from tests.integration.conftest import Stack, exchanges, running_worker
 from worker.adapters.erasure import STAGE_STATE_ATTRIBUTES
+from worker.adapters.sqs import SqsQueue
+from worker.app.runtime import build_stage, command_ledger
+from worker.cli.erase_operations import erase as erase_conversation
+from worker.cli.erase_operations import stores_of
+from worker.delivery.outcomes import Done
 from worker.delivery.pointers import parse_pointer, pointer_body
+from worker.ports import (
+    CommandClaim,
+    CommandHold,
+    CommandLedger,
+    ForwardingLedger,
+    MessageSender,
+    ReceivedMessage,
+    SendOptions,
+)
+from worker.settings import Settings
 from worker.turn.payloads import conversation_prefix
 
 pytestmark = pytest.mark.integration
@@ -192,3 +209,107 @@ async def test_erase_removes_every_copy_of_one_conversation_and_nothing_else(
     )
     assert history["Count"] == 30
     assert await read_object(stack, bucket, producer_key)  # the producer's, not the stage's
+
+
+# An erase racing a turn of the same conversation.
+
+
+class HeldLedger(ForwardingLedger):
+    """The real ledger; the claim of ``command_id`` waits, once made, for ``released``."""
+
+    def __init__(self, inner: CommandLedger, command_id: str) -> None:
+        super().__init__(inner)
+        self.command_id = command_id
+        self.reached = asyncio.Event()
+        self.released = asyncio.Event()
+
+    async def begin(
+        self, hold: CommandHold, *, lease: timedelta, now: datetime, message: str
+    ) -> CommandClaim:
+        claim = await super().begin(hold, lease=lease, now=now, message=message)
+        if hold.command_id == self.command_id:
+            self.reached.set()
+            await self.released.wait()
+        return claim
+
+
+class HeldSends:
+    """The real model queue; the prompt of ``command_id`` (offloaded already) waits for
+    ``released`` before it is sent."""
+
+    def __init__(self, inner: MessageSender, command_id: str) -> None:
+        self.inner = inner
+        self.command_id = command_id
+        self.reached = asyncio.Event()
+        self.released = asyncio.Event()
+
+    async def send(self, body: str, **options: Unpack[SendOptions]) -> str:
+        if options["deduplication_id"] == self.command_id:
+            self.reached.set()
+            await self.released.wait()
+        return await self.inner.send(body, **options)
+
+
+def received(conversation: str, command_id: str) -> ReceivedMessage:
+    body = json.dumps({"type": "converse", **command(conversation, command_id, f"{SECRET} q")})
+    return ReceivedMessage(f"m-{command_id}", f"r-{command_id}", body)
+
+
+async def erase_in_process(stack: Stack, settings: Settings) -> dict[str, int]:
+    stores = await stores_of(stack.clients, settings)
+    return removed((await erase_conversation(stores, A, dry_run=False)).counts())
+
+
+@pytest.mark.parametrize("held", ["after its claim", "after its offload, before its send"])
+async def test_a_turn_racing_an_erase_leaves_only_what_the_next_run_removes(
+    stack: Stack, held: str
+) -> None:
+    """GIVEN a conversation served once (record, prompt object, fold mark, anchor and summary
+    snapshot stored) and a second turn of it held at a point of its walk, WHEN an erase runs
+    there and the turn is then let go, THEN what the turn wrote after the erase read its part
+    (its done mark, its offloaded prompt, a new fold mark, anchor and snapshot) lies where the
+    erase looks: a second run removes it all, and a third removes nothing."""
+    await stack.seed(A, exchanges(15, chars=100), folded_through=6, summary=f"{SECRET} summary")
+    settings = stack.settings(
+        history_window_mode="cache-aligned", model_id=MODEL_ID, payload_inline_max_bytes=INLINE_MAX
+    )
+    model_queue = SqsQueue(stack.clients.sqs, settings.model_queue_url)
+    ledger: CommandLedger = command_ledger(stack.clients.dynamodb, settings)
+    gate: HeldLedger | HeldSends
+    if held == "after its claim":
+        gate = ledger = HeldLedger(ledger, "c-2")
+    else:
+        gate = HeldSends(model_queue, "c-2")
+    stage = build_stage(
+        stack.clients,
+        settings,
+        visibility_timeout=60,
+        ledger=ledger,
+        model_queue=gate if isinstance(gate, HeldSends) else model_queue,
+    )
+    assert await stage.handle(received(A, "c-1")) == Done()
+    letters: Counter[str | None] = Counter()
+    assert (await copies_of(stack, A, letters)).state.keys() >= {"window_summary"}
+
+    turn = asyncio.create_task(stage.handle(received(A, "c-2")))
+    await asyncio.wait_for(gate.reached.wait(), timeout=60)
+    during = await erase_in_process(stack, settings)
+    gate.released.set()
+    assert await asyncio.wait_for(turn, timeout=60) == Done()
+    left = await copies_of(stack, A, letters)
+    second = await erase_in_process(stack, settings)
+    third = await erase_in_process(stack, settings)
+
+    assert during["command_records"] == 2 and during["state_attributes"] > 0
+    assert left.records == ("cmd#c-2",)  # the done mark, written after the erase read
+    if held == "after its claim":  # it read the state after the erase: anchors anew
+        assert {"window_summary", "compaction_requested_through"} <= set(left.state)
+        assert [key.split("/")[2] for key in left.objects] == ["prompt"]
+    assert second == {
+        "command_records": 1,
+        "state_attributes": len(left.state),
+        "dead_letters": 0,
+        "payload_objects": len(left.objects),
+    }
+    assert third == dict.fromkeys(second, 0)
+    assert (await copies_of(stack, A, letters)).empty

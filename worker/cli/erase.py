@@ -39,30 +39,13 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 async def run_erase(args: argparse.Namespace) -> int:
     import json
 
-    from worker.adapters.erasure import BucketObjects, LedgerRecords, StageState
-    from worker.adapters.s3 import S3ObjectStore
-    from worker.adapters.sqs import SqsQueue
-    from worker.adapters.sqs_admin import QueueAdmin
     from worker.app.runtime import aws_clients
-    from worker.cli.erase_dead_letters import PointerReader
-    from worker.cli.erase_operations import ErasureStores, erase
-    from worker.errors import ConfigError
+    from worker.cli.erase_operations import erase, stores_of
     from worker.settings import load_settings
 
     settings = load_settings()
     async with aws_clients(pool_size=20) as clients:
-        description = await SqsQueue(clients.sqs, settings.converse_queue_url).describe()
-        if description.dead_letter is None:
-            raise ConfigError("CONVERSE_QUEUE_URL: the queue has no RedrivePolicy")
-        bucket = settings.payload_bucket
-        stores = ErasureStores(
-            ledger=LedgerRecords(clients.dynamodb, settings.ledger_table),
-            state=StageState(clients.dynamodb, settings.history_table),
-            objects=BucketObjects(clients.s3, bucket) if bucket else None,
-            dead_letters=description.dead_letter,
-            admin=QueueAdmin(clients.sqs),
-            reader=PointerReader(S3ObjectStore(clients.s3), bucket, settings.inbound_payloads),
-        )
+        stores = await stores_of(clients, settings)
         erasure = await erase(stores, args.conversation, dry_run=args.dry_run)
     if args.json:
         print(json.dumps(erasure.counts()))

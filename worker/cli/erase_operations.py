@@ -21,9 +21,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from worker.adapters.erasure import BucketObjects, LedgerRecords, StageState
+from worker.adapters.s3 import S3ObjectStore
 from worker.adapters.sqs import SqsQueue
 from worker.adapters.sqs_admin import QueueAdmin
+from worker.app.runtime import Clients
 from worker.cli.erase_dead_letters import DeadLetterScan, PointerReader, scan_dead_letters
+from worker.errors import ConfigError
+from worker.settings import Settings
 from worker.turn.payloads import PayloadKind, conversation_prefix, kind_of_key
 
 #: Command records deleted at once.
@@ -43,6 +47,23 @@ class ErasureStores:
     dead_letters: SqsQueue
     admin: QueueAdmin
     reader: PointerReader
+
+
+async def stores_of(clients: Clients, settings: Settings) -> ErasureStores:
+    """Where the worker with ``settings`` keeps its copies; the dead-letter queue is the one
+    the converse queue's RedrivePolicy names."""
+    description = await SqsQueue(clients.sqs, settings.converse_queue_url).describe()
+    if description.dead_letter is None:
+        raise ConfigError("CONVERSE_QUEUE_URL: the queue has no RedrivePolicy")
+    bucket = settings.payload_bucket
+    return ErasureStores(
+        ledger=LedgerRecords(clients.dynamodb, settings.ledger_table),
+        state=StageState(clients.dynamodb, settings.history_table),
+        objects=BucketObjects(clients.s3, bucket) if bucket else None,
+        dead_letters=description.dead_letter,
+        admin=QueueAdmin(clients.sqs),
+        reader=PointerReader(S3ObjectStore(clients.s3), bucket, settings.inbound_payloads),
+    )
 
 
 @dataclass
