@@ -15,10 +15,15 @@ action, resource, principal and every condition match:
 - ``Condition``: ``StringEquals``, ``StringLike``, ``ArnEquals`` and ``ArnLike`` (the same
   operator in AWS: both take ``*`` and ``?``, matched segment by segment, so a ``*`` never
   crosses a ``:``) and ``Bool``; every operator and every key must match, any one value of a
-  key is enough; a key absent from the request does not match.
+  key is enough; a key absent from the request does not match, unless the operator ends in
+  ``IfExists`` (then it matches). ``ForAllValues:`` before one of them takes a multivalued
+  key (a list in the request's context, e.g. ``dynamodb:Attributes``): every value of it
+  must match one of the policy's, and a key absent or empty matches (as in AWS: hence
+  ``ForAllValues`` alone never requires the key).
 
-What it does not model it refuses rather than guesses: other condition operators and set
-operators (``ForAnyValue:``), ``NotPrincipal``, policy variables (``${aws:username}``). Also
+What it does not model it refuses rather than guesses: other condition operators, the set
+operator ``ForAnyValue:``, a multivalued key under a single-valued operator,
+``NotPrincipal``, policy variables (``${aws:username}``). Also
 outside it: SCPs, permission boundaries, session policies and cross-account access (where both
 accounts must allow), none of which this stage's templates use.
 """
@@ -31,8 +36,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-#: The condition operators this evaluator knows.
+#: The condition operators this evaluator knows (each also with ``IfExists``, and under
+#: ``ForAllValues:``).
 CONDITION_OPERATORS = frozenset({"StringEquals", "StringLike", "ArnEquals", "ArnLike", "Bool"})
+FOR_ALL_VALUES = "ForAllValues:"
+IF_EXISTS = "IfExists"
 
 
 class Decision(enum.Enum):
@@ -52,12 +60,13 @@ class Principal:
 @dataclass(frozen=True, slots=True)
 class Request:
     """One API call as IAM sees it: the action, the ARN it acts on, who asks, and the request
-    context's condition keys (``aws:SecureTransport``, ``aws:SourceAccount``, …)."""
+    context's condition keys (``aws:SecureTransport``, ``aws:SourceAccount``, …; a
+    multivalued key, such as ``dynamodb:Attributes``, as a tuple of its values)."""
 
     action: str
     resource: str
     principal: Principal | None = None
-    context: Mapping[str, str] = field(default_factory=dict)
+    context: Mapping[str, str | tuple[str, ...]] = field(default_factory=dict)
 
 
 def evaluate(policies: Iterable[Mapping[str, Any]], request: Request) -> Decision:
@@ -164,20 +173,43 @@ def _names_aws_principal(candidate: str, arn: str) -> bool:
     return candidate == arn
 
 
-def _conditions_match(conditions: Mapping[str, Any], context: Mapping[str, str]) -> bool:
+def _conditions_match(
+    conditions: Mapping[str, Any], context: Mapping[str, str | tuple[str, ...]]
+) -> bool:
     by_key = {key.lower(): value for key, value in context.items()}
     for operator, tests in conditions.items():
-        if operator not in CONDITION_OPERATORS:
+        for_all = operator.startswith(FOR_ALL_VALUES)
+        base = operator.removeprefix(FOR_ALL_VALUES)
+        if_exists = base.endswith(IF_EXISTS)
+        base = base.removesuffix(IF_EXISTS)
+        if base not in CONDITION_OPERATORS:
             raise NotImplementedError(f"condition operator {operator!r} is not evaluated")
         for key, wanted in tests.items():
+            wanted_values = [str(w) for w in _as_list(wanted)]
             actual = by_key.get(key.lower())
+            if for_all:
+                values = () if actual is None else _as_values(actual)
+                if not all(
+                    any(_condition_value_matches(base, w, value) for w in wanted_values)
+                    for value in values
+                ):
+                    return False
+                continue
             if actual is None:
+                if if_exists:
+                    continue
                 return False
-            if not any(
-                _condition_value_matches(operator, str(w), actual) for w in _as_list(wanted)
-            ):
+            if not isinstance(actual, str):
+                raise NotImplementedError(
+                    f"{key!r} has many values: only {FOR_ALL_VALUES} takes it here"
+                )
+            if not any(_condition_value_matches(base, w, actual) for w in wanted_values):
                 return False
     return True
+
+
+def _as_values(value: str | tuple[str, ...]) -> tuple[str, ...]:
+    return (value,) if isinstance(value, str) else value
 
 
 def _condition_value_matches(operator: str, wanted: str, actual: str) -> bool:

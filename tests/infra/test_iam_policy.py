@@ -255,6 +255,64 @@ def test_a_deny_on_plain_http_denies_only_plain_http() -> None:
     assert evaluate([identity, tls_only], over_http) is Decision.EXPLICIT_DENY
 
 
+TABLE = "arn:aws:dynamodb:eu-west-1:111122223333:table/mira-history"
+
+
+@pytest.mark.parametrize(
+    ("attributes", "allowed"),
+    [
+        (("pk", "sk", "window_summary"), True),
+        (("pk",), True),  # a subset
+        ((), True),  # empty: every one of no values matches, as in AWS
+        (None, True),  # absent: the same (so ForAllValues alone never requires the key)
+        (("pk", "sk", "fold_summary"), False),  # one value outside the list is enough
+    ],
+)
+def test_for_all_values_needs_every_value_of_a_multivalued_key_in_the_list(
+    attributes: tuple[str, ...] | None, allowed: bool
+) -> None:
+    document = policy(
+        allow(
+            "dynamodb:UpdateItem",
+            TABLE,
+            Condition={
+                "ForAllValues:StringEquals": {"dynamodb:Attributes": ["pk", "sk", "window_summary"]}
+            },
+        )
+    )
+    context = {} if attributes is None else {"dynamodb:Attributes": attributes}
+    assert is_allowed([document], Request("dynamodb:UpdateItem", TABLE, context=context)) is allowed
+
+
+@pytest.mark.parametrize(
+    ("context", "allowed"),
+    [
+        ({}, True),  # absent: IfExists matches
+        ({"dynamodb:ReturnValues": "UPDATED_OLD"}, True),
+        ({"dynamodb:ReturnValues": "ALL_OLD"}, False),  # present: compared as without it
+    ],
+)
+def test_an_if_exists_operator_matches_an_absent_key_and_compares_a_present_one(
+    context: dict[str, str], allowed: bool
+) -> None:
+    document = policy(
+        allow(
+            "dynamodb:UpdateItem",
+            TABLE,
+            Condition={"StringEqualsIfExists": {"dynamodb:ReturnValues": ["NONE", "UPDATED_OLD"]}},
+        )
+    )
+    assert is_allowed([document], Request("dynamodb:UpdateItem", TABLE, context=context)) is allowed
+
+
+def test_a_multivalued_key_under_a_single_valued_operator_is_refused_not_guessed() -> None:
+    single = {"StringEquals": {"dynamodb:Attributes": "pk"}}
+    document = policy(allow("dynamodb:UpdateItem", TABLE, Condition=single))
+    request = Request("dynamodb:UpdateItem", TABLE, context={"dynamodb:Attributes": ("pk",)})
+    with pytest.raises(NotImplementedError):
+        evaluate([document], request)
+
+
 # ---------------------------------------------------------------------------- refusals
 
 
