@@ -8,6 +8,7 @@ import argparse
 import sys
 from functools import partial
 
+from worker.cli.arguments import conversation_id
 from worker.cli.operator import run_operator
 
 HELP = """\
@@ -28,7 +29,12 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="remove every copy the stage made of a conversation (counts only, never content)",
         description=HELP,
     )
-    erase.add_argument("--conversation", required=True, help="the conversation (matter) id")
+    erase.add_argument(
+        "--conversation",
+        required=True,
+        type=conversation_id,
+        help="the conversation (matter) id",
+    )
     erase.add_argument(
         "--dry-run", action="store_true", help="count what a run would remove; remove nothing"
     )

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from worker.adapters.sqs_admin import QueueDepth
+from worker.cli import main
 from worker.cli.erase_dead_letters import (
     MAX_POINTER_DEPTH,
     DeadLetterScan,
@@ -251,3 +252,13 @@ def test_the_report_is_counts_per_kind_and_never_names_the_conversation() -> Non
     assert "       4  payload objects (prompt 3, fold 0, dead-letter 1)" in lines
     assert erasure.counts()["payload_objects"] == {"prompt": 3, "fold": 0, "dead-letter": 1}
     assert erasure.looked_at_everything
+
+
+@pytest.mark.parametrize("conversation", ["", "x" * 257])
+def test_a_conversation_id_the_contract_would_refuse_is_refused_before_anything_runs(
+    conversation: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["erase", "--conversation", conversation])
+    assert exit_.value.code == 2
+    assert "1 to 256 characters" in capsys.readouterr().err
