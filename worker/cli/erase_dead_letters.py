@@ -116,8 +116,10 @@ class DeadLetterScan:
     unseen: int = 0
     #: The dead-letter queue's own maxReceiveCount, when it has a RedrivePolicy.
     max_receive_count: int | None = None
-    #: Deletes and releases SQS refused.
+    #: The conversation's dead letters whose delete SQS refused: they are still there.
     refused: int = 0
+    #: Releases SQS refused: those messages come back when their hold runs out.
+    unreleased: int = 0
 
 
 async def scan_dead_letters(
@@ -162,5 +164,5 @@ async def scan_dead_letters(
                 scan.refused += len(await dlq.delete_batch(mine))
         scan.unseen = (await admin.depth(dlq.url)).visible
     finally:
-        scan.refused += len(await release(dlq, list(held.values())))
+        scan.unreleased += len(await release(dlq, list(held.values())))
     return scan

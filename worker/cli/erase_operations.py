@@ -25,6 +25,7 @@ from worker.adapters.s3 import S3ObjectStore
 from worker.adapters.sqs import SqsQueue
 from worker.adapters.sqs_admin import QueueAdmin
 from worker.app.runtime import Clients
+from worker.cli.dlq_operations import HOLD_SECONDS
 from worker.cli.erase_dead_letters import DeadLetterScan, PointerReader, scan_dead_letters
 from worker.errors import ConfigError
 from worker.settings import Settings
@@ -82,7 +83,8 @@ class Erasure:
     def looked_at_everything(self) -> bool:
         """Every dead letter was read, and nothing the run meant to remove was refused."""
         letters = self.dead_letters
-        return not (letters.in_flight or letters.unseen or letters.unchecked or self.refused)
+        incomplete = letters.in_flight or letters.unseen or letters.unchecked or letters.refused
+        return not (incomplete or self.refused)
 
     def counts(self) -> dict[str, Any]:
         """The ``--json`` document."""
@@ -103,6 +105,7 @@ class Erasure:
             "dead_letters_unseen": letters.unseen,
             "dead_letter_queue_max_receive_count": letters.max_receive_count,
             "refused": self.refused + letters.refused,
+            "dead_letters_not_released": letters.unreleased,
             "complete": self.looked_at_everything,
         }
 
@@ -136,6 +139,11 @@ class Erasure:
             )
         if self.refused or letters.refused:
             out.append(f"refused: {self.refused + letters.refused} removal(s)")
+        if letters.unreleased:
+            out.append(
+                f"{letters.unreleased} dead letter(s) could not be released: they come back by "
+                f"themselves within {HOLD_SECONDS} s"
+            )
         return out
 
 

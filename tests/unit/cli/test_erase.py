@@ -121,6 +121,7 @@ class DeadLetters:
     deleted: list[str] = field(default_factory=list)
     released: list[str] = field(default_factory=list)
     refuse: set[str] = field(default_factory=set)
+    refuse_release: set[str] = field(default_factory=set)
     url: str = "dlq"
     #: ``visible`` after this many receives is refilled by these (a hold that ran out).
     come_back: list[ReceivedMessage] = field(default_factory=list)
@@ -147,7 +148,11 @@ class DeadLetters:
     ) -> list[DeleteFailure]:
         assert len(messages) <= 10 and timeout_seconds == 0
         self.released += [m.message_id for m in messages]
-        return []
+        return [
+            DeleteFailure(m.message_id, "Invalid")
+            for m in messages
+            if m.message_id in self.refuse_release
+        ]
 
 
 @dataclass
@@ -225,6 +230,18 @@ async def test_what_the_scan_cannot_see_is_counted_never_guessed() -> None:
     erasure = Erasure(dry_run=False, dead_letters=result)
     assert not erasure.looked_at_everything
     assert not Erasure(dry_run=False).counts()["refused"]
+
+
+async def test_a_refused_release_is_reported_and_leaves_the_erasure_complete() -> None:
+    """A message whose release SQS refuses comes back when its hold runs out, untouched."""
+    dlq = queue(command(OTHERS))
+    dlq.refuse_release = {"m0"}
+    erasure = Erasure(dry_run=False, dead_letters=await scan(dlq))
+    assert erasure.counts()["dead_letters_not_released"] == 1
+    assert erasure.looked_at_everything
+    assert "could not be released: they come back by themselves within 120 s" in "\n".join(
+        erasure.lines()
+    )
 
 
 async def test_held_messages_are_released_when_the_scan_fails_midway() -> None:
