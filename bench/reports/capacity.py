@@ -270,8 +270,9 @@ def limits_section(m: Model, deploy: dict[str, Any], loads: dict[str, float]) ->
               f"{num(s3_ceiling)} commands/s" if m.offloaded else "never in this workload",
               f"{100 * m.offloaded:.1f}% of the workload's prompts are over the inline limit "
               "(part 1b); at a share f, one prefix takes 3,500 / f commands/s. Keys are "
-              "`payloads/<sha256>.json`: the hash right after the prefix lets S3 split it as "
-              "the rate grows, and a `SlowDown` (503) meanwhile is a retryable error"),
+              "`payloads/<conversation hash>/<kind>/<sha256>.json`: the hash right after the "
+              "prefix lets S3 split it as the rate grows, and a `SlowDown` (503) meanwhile is "
+              "a retryable error"),
         Limit("ECS service",
               f"`MaxTasks` {deploy['max_tasks']} (ours); "
               f"{value('ecs_tasks_per_service'):,.0f} tasks per service "

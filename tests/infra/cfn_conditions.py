@@ -55,6 +55,26 @@ def evaluate_conditions(
     return decided
 
 
+def rules_refusing(template: Mapping[str, Any], given: Mapping[str, str]) -> list[str]:
+    """The template's ``Rules`` whose assertion fails for these parameter values (a rule
+    applies when its ``RuleCondition``, if any, holds), as CloudFormation refuses the stack.
+    Rules are evaluated with the conditions' functions (``Fn::Equals``, ``Fn::Not``,
+    ``Fn::And``, ``Fn::Or``), over parameters and literals."""
+    parameters = parameter_values(template, given)
+
+    def no_condition(name: str) -> bool:
+        raise ValueError(f"a rule names the condition {name!r}: rules cannot")
+
+    refusing = []
+    for name, rule in template.get("Rules", {}).items():
+        applies = rule.get("RuleCondition", True)
+        if applies is not True and not _truth(applies, no_condition, parameters):
+            continue
+        if not all(_truth(a["Assert"], no_condition, parameters) for a in rule["Assertions"]):
+            refusing.append(name)
+    return refusing
+
+
 def render(
     template: Mapping[str, Any], parameters: Mapping[str, str] | None = None
 ) -> dict[str, Any]:

@@ -69,7 +69,8 @@ class Principal:
 @dataclass(frozen=True, slots=True)
 class Request:
     """One API call as IAM sees it: the action, the ARN it acts on, who asks, and the request
-    context's condition keys (``aws:SecureTransport``, ``aws:SourceAccount``, …)."""
+    context's condition keys (``aws:SecureTransport``, ``aws:SourceAccount``, …; a
+    multivalued key, such as ``dynamodb:Attributes``, as a tuple of its values)."""
 
     action: str
     resource: str

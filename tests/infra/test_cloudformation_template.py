@@ -17,6 +17,7 @@ from cfnlint.api import lint_file
 from tests.infra.cfn_conditions import (
     evaluate_conditions,
     parameter_values,
+    rules_refusing,
     with_condition,
     with_conditions,
 )
@@ -138,6 +139,7 @@ ENV_WHEN_GIVEN = {
     "MODEL_ID": ("ModelId", "eu.anthropic.claude-sonnet-4-5-20250929-v1:0"),
     "PROMPT_CACHE_MIN_TOKENS": ("PromptCacheMinTokens", "2048"),
     "MODEL_PREFIX_TOKENS": ("ModelPrefixTokens", "1500"),
+    "MODEL_CONTEXT_TOKENS": ("ModelContextTokens", "1000000"),
 }
 
 #: Variables the worker reads that are boto's, not the Settings'.
@@ -552,6 +554,19 @@ def test_ecs_replaces_a_task_whose_loops_stop_beating(template: dict[str, Any]) 
     assert check["Interval"] >= check["Timeout"]
     bound = settings_default("health_max_silence_seconds")
     assert bound > settings_default("receive_wait_seconds")
+
+
+def test_a_task_counts_as_healthy_only_once_its_start_up_checks_passed(
+    template: dict[str, Any],
+) -> None:
+    """`worker health` fails while the worker checks its resources; the start period covers
+    the checks' bound, the process's start and one write of the health file, so a task that
+    starts is never counted unhealthy for starting, and one whose checks fail exits (2) and is
+    never counted healthy: the circuit breaker rolls such a deploy back."""
+    check = worker_container(template)["HealthCheck"]
+    assert check["StartPeriod"] >= settings_default("startup_timeout_seconds") + 10 + 5
+    breaker = properties(template, "Service")["DeploymentConfiguration"]["DeploymentCircuitBreaker"]
+    assert breaker == {"Enable": True, "Rollback": True}
 
 
 def test_every_task_variable_is_one_the_worker_reads(template: dict[str, Any]) -> None:
@@ -998,6 +1013,10 @@ def test_with_a_key_the_outputs_name_the_key_and_the_role_its_policy_must_admit(
     assert len(description) <= 1024  # CloudFormation's limit for an output's description
 
 
+#: A concrete stack's parameters: the ones without a default given.
+REQUIRED_PARAMETERS = ConcreteStack().parameters
+
+
 def task_settings(monkeypatch: pytest.MonkeyPatch, given: Mapping[str, str]) -> Settings:
     """The worker's settings from the environment the task of a stack given ``given`` gets
     (resolved by tests/infra/cfn_stack.py); raises as the worker refuses to start."""
@@ -1014,14 +1033,16 @@ def test_the_cache_and_model_parameters_leave_the_worker_at_its_defaults(
 ) -> None:
     """HistoryCacheTtl defaults to the worker's HISTORY_CACHE_TTL; MODEL_ID,
     PROMPT_CACHE_MIN_TOKENS and MODEL_PREFIX_TOKENS are left unset, so the worker takes its
-    own defaults: without a model, a 1,024-token minimum and 1h offered."""
+    own defaults: without a model, a 1,024-token minimum and no 1h (the sliding mode, which
+    needs neither)."""
     defaults = Settings.at_defaults()
     assert parameter_default(template, "HistoryCacheTtl") == defaults.history_cache_ttl
     assert not set(ENV_WHEN_GIVEN) & set(container_environment(template))
     settings = task_settings(monkeypatch, {})
     for variable in ENV_WHEN_GIVEN:
         assert getattr(settings, variable.lower()) == getattr(defaults, variable.lower())
-    assert (settings.cache_min_tokens, settings.cache_offers_1h) == (DEFAULT_MIN_TOKENS, True)
+    assert (settings.cache_min_tokens, settings.cache_offers_1h) == (DEFAULT_MIN_TOKENS, False)
+    assert settings.history_window_mode == "sliding"
 
 
 @pytest.mark.parametrize("variable", ENV_WHEN_GIVEN)
@@ -1096,9 +1117,57 @@ def test_the_cache_parameters_take_what_the_worker_takes_and_no_more(
 
 
 @pytest.mark.parametrize(
+    ("given", "rule"),
+    [
+        ({"HistoryWindowMode": "cache-aligned"}, ["CacheAlignedNeedsTheModel"]),
+        (
+            {"HistoryWindowMode": "cache-aligned", "HistoryCacheTtl": "1h"},
+            ["CacheAlignedNeedsTheModel", "OneHourNeedsTheModel"],
+        ),
+        (
+            {
+                "HistoryWindowMode": "cache-aligned",
+                "HistoryCacheTtl": "1h",
+                "PromptCacheMinTokens": "2048",
+            },
+            ["OneHourNeedsTheModel"],
+        ),
+    ],
+)
+def test_the_template_refuses_what_the_worker_would_refuse_to_start_with(
+    given: dict[str, str], rule: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cache-aligned mode without a model, and 1h without a model: CloudFormation tells
+    them by equality, so the stack is refused before any task starts; the worker refuses the
+    same settings (checked here through the task's environment)."""
+    template = load_template()
+    assert rules_refusing(template, {**REQUIRED_PARAMETERS, **given}) == rule
+    with pytest.raises(ValueError, match="HISTORY"):
+        task_settings(monkeypatch, given)
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        {},
+        {"HistoryCacheTtl": "1h"},  # the sliding mode never reads it
+        {"HistoryWindowMode": "cache-aligned", "PromptCacheMinTokens": "2048"},
+        {
+            "HistoryWindowMode": "cache-aligned",
+            "ModelId": "eu.anthropic.claude-sonnet-4-5-20250929-v1:0",
+        },
+    ],
+)
+def test_the_template_takes_what_the_worker_starts_with(
+    given: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert rules_refusing(load_template(), {**REQUIRED_PARAMETERS, **given}) == []
+    task_settings(monkeypatch, given)
+
+
+@pytest.mark.parametrize(
     ("model_id", "starts"),
     [
-        ("", True),  # unset: 1h offered
         ("eu.anthropic.claude-sonnet-4-5-20250929-v1:0", True),
         ("anthropic.claude-sonnet-4-20250514-v1:0", False),  # no 1h on Bedrock
         ("a-model-the-table-does-not-know", False),
@@ -1107,18 +1176,15 @@ def test_the_cache_parameters_take_what_the_worker_takes_and_no_more(
 def test_1h_with_a_model_that_does_not_take_it_is_refused_at_start_up(
     monkeypatch: pytest.MonkeyPatch, model_id: str, starts: bool
 ) -> None:
-    """The one pair of values the template cannot refuse: CloudFormation cannot tell which
-    model takes 1h, so the worker refuses to start, and the circuit breaker rolls back
+    """The pair of values the template cannot refuse: CloudFormation cannot tell which model
+    takes 1h, so the worker refuses to start, and the circuit breaker rolls back
     (docs/DEPLOY.md, "Cross-parameter rules")."""
-    given = {"HistoryCacheTtl": "1h", "ModelId": model_id}
-    assert all(
-        the_template_takes(load_template()["Parameters"][name], value)
-        for name, value in given.items()
-    )
+    given = {"HistoryWindowMode": "cache-aligned", "HistoryCacheTtl": "1h", "ModelId": model_id}
+    assert rules_refusing(load_template(), {**REQUIRED_PARAMETERS, **given}) == []
     if starts:
         assert task_settings(monkeypatch, given).history_cache_ttl == "1h"
     else:
-        with pytest.raises(ValueError, match="HISTORY_CACHE_TTL"):
+        with pytest.raises(ValueError, match="HISTORY_"):
             task_settings(monkeypatch, given)
 
 

@@ -1,9 +1,10 @@
 """The stage's role grants exactly the rights docs/CONTRACT.md gives it, resource by resource.
 
 The page's table of the rights as IAM actions ("Resources and rights": resource, actions, why,
-in the stack) is read row by row: on each resource the stack names, the task role's policy (the
-stack at its default parameters, every condition decided) must grant exactly the row's actions;
-the role may grant nothing on a resource of the stack the table does not name. The update the
+in the template: a resource the stack makes, or the parameter naming one it joins) is read row
+by row: on each, the task role's policy (the stack at its default parameters, every condition
+decided) must grant exactly the row's actions; the role may grant nothing on a resource or
+parameter of the template the table does not name. The update the
 role may make on the history table is limited, by the condition key ``dynamodb:Attributes``, to
 the attributes of ``state`` the contract gives the stage, which the page's first table names.
 """
@@ -52,7 +53,7 @@ def as_list(value: Any) -> list[Any]:
 
 
 def referenced(value: Any, resources: set[str]) -> set[str]:
-    """The stack's resources (logical ids) a ``Resource`` expression refers to."""
+    """The stack's resources and parameters (logical ids) a ``Resource`` expression refers to."""
     if isinstance(value, list):
         return set().union(*(referenced(item, resources) for item in value))
     if isinstance(value, str):
@@ -68,9 +69,15 @@ def referenced(value: Any, resources: set[str]) -> set[str]:
     return set().union(*(referenced(item, resources) for item in value.values()))
 
 
+def named(template: dict[str, Any]) -> set[str]:
+    """What a ``Resource`` may name: the stack's resources and the template's parameters."""
+    return set(template["Resources"]) | set(template.get("Parameters", {}))
+
+
 def granted(template: dict[str, Any]) -> dict[str, set[str]]:
-    """Each resource of the stack the role names, with the actions it grants on it."""
-    resources = set(template["Resources"])
+    """Each resource or joined resource's parameter the role names, with the actions it
+    grants on it."""
+    resources = named(template)
     on: dict[str, set[str]] = {}
     for statement in statements(template):
         for logical_id in referenced(statement["Resource"], resources):
@@ -89,15 +96,17 @@ def test_on_each_resource_the_role_grants_exactly_the_actions_the_contract_gives
 ) -> None:
     actions = page_actions(row)
     assert actions, f"no action on the page for the {row['resource']}"
-    [logical_id] = page.code_spans(row["in the stack"])
+    [logical_id] = page.code_spans(row["in the template"])
     assert granted(stack).get(logical_id, set()) == actions
 
 
 def test_the_role_grants_nothing_on_a_resource_the_contract_does_not_name(
     stack: dict[str, Any],
 ) -> None:
-    named = {span for row in rights_rows() for span in page.code_spans(row["in the stack"])}
-    assert set(granted(stack)) - named == set()
+    on_the_page = {
+        span for row in rights_rows() for span in page.code_spans(row["in the template"])
+    }
+    assert set(granted(stack)) - on_the_page == set()
 
 
 def test_the_role_updates_only_the_state_attributes_the_contract_gives_the_stage(
@@ -118,7 +127,7 @@ def test_the_role_updates_only_the_state_attributes_the_contract_gives_the_stage
         statement
         for statement in statements(stack)
         if "dynamodb:UpdateItem" in as_list(statement["Action"])
-        and "HistoryTable" in referenced(statement["Resource"], set(stack["Resources"]))
+        and "HistoryTableArn" in referenced(statement["Resource"], named(stack))
     ]
     assert updates, "the role grants no UpdateItem on the history table"
     for statement in updates:

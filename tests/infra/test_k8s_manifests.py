@@ -102,11 +102,16 @@ def test_the_config_map_sets_the_same_variables_as_the_ecs_task(config: dict[str
 def test_the_config_map_comments_out_each_variable_the_ecs_task_gets_only_when_given(
     config: dict[str, str], commented_out: dict[str, str]
 ) -> None:
-    """MODEL_ID, PROMPT_CACHE_MIN_TOKENS and MODEL_PREFIX_TOKENS: unset by default, as in the
-    stack, each with an example an operator uncomments."""
+    """MODEL_ID, PROMPT_CACHE_MIN_TOKENS, MODEL_PREFIX_TOKENS and MODEL_CONTEXT_TOKENS: unset
+    by default, as in the stack, each with an example an operator uncomments."""
     environment = ecs_environment(load_template())
     conditional = {entry["Fn::If"][1]["Name"] for entry in environment if "Fn::If" in entry}
-    assert conditional == {"MODEL_ID", "PROMPT_CACHE_MIN_TOKENS", "MODEL_PREFIX_TOKENS"}
+    assert conditional == {
+        "MODEL_ID",
+        "PROMPT_CACHE_MIN_TOKENS",
+        "MODEL_PREFIX_TOKENS",
+        "MODEL_CONTEXT_TOKENS",
+    }
     assert set(commented_out) == conditional
     assert not conditional & set(config)
 
@@ -204,6 +209,19 @@ def test_the_worker_writes_emf_metrics_on_kubernetes(config: dict[str, str]) -> 
     assert config["METRICS"] == "emf"
 
 
+def test_a_pod_is_ready_only_once_its_start_up_checks_passed(pod_spec: dict[str, Any]) -> None:
+    """`worker health` fails while the worker checks its resources: the startup probe gives it
+    the checks' bound and more before the liveness probe counts, and the readiness probe keeps
+    a pod that cannot reach its resources from replacing a running one in a rollout."""
+    (container,) = pod_spec["containers"]
+    startup, ready = container["startupProbe"], container["readinessProbe"]
+    assert startup["exec"]["command"] == ready["exec"]["command"] == ["worker", "health"]
+    bound = Settings.model_fields["startup_timeout_seconds"].default
+    # The checks' bound, the process's start and one write of the health file (every 5 s).
+    assert startup["periodSeconds"] * startup["failureThreshold"] >= bound + 10 + 5
+    assert "initialDelaySeconds" not in container["livenessProbe"]
+
+
 def test_a_worker_whose_loops_stop_beating_is_restarted_by_its_liveness_probe(
     pod_spec: dict[str, Any], config: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -215,7 +233,6 @@ def test_a_worker_whose_loops_stop_beating_is_restarted_by_its_liveness_probe(
     assert probe["exec"]["command"] == ["worker", "health"]
     assert probe["failureThreshold"] == 3
     assert probe["timeoutSeconds"] >= 10  # a Python start-up, on a busy node
-    assert "readinessProbe" not in container  # the worker serves no traffic
     assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"]  # noqa: S108 - a path in the manifest
     for name, value in config.items():
         monkeypatch.setenv(name, value)

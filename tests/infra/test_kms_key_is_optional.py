@@ -53,6 +53,7 @@ ADDED_SINCE = {
     "Dashboard": "the operator's dashboard",
     "ModelId": "the model the model stage calls (MODEL_ID)",
     "ModelPrefixTokens": "the model stage's own prefix (MODEL_PREFIX_TOKENS)",
+    "ModelContextTokens": "the model's context window, over ModelId's (MODEL_CONTEXT_TOKENS)",
     "LedgerTable": "the stage's own command ledger (LEDGER_TABLE)",
     "LedgerLegacyReads": "reading the previous release's records while the ledger moves",
     "HistoryTableArn": "the history table, joined, not created",

@@ -4,6 +4,8 @@ whether it is done."""
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
 import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -88,6 +90,41 @@ async def test_a_done_command_stays_done(ledger: DynamoCommandLedger, stack: Sta
     assert stored_digest(item).matches(QUESTION)  # a later delivery is still told apart
     assert "message_sha256" not in item  # no unsalted digest at rest
     assert int(item["expires_at"]["N"]) >= int((NOW + timedelta(days=14)).timestamp())
+
+
+def unkeyed_digests(text: str) -> set[str]:
+    """Every digest of ``text`` anyone can compute without a key: each hash hashlib has, in
+    hex and base64, of its UTF-8 bytes."""
+    data = text.encode("utf-8")
+    found = set()
+    for name in sorted(hashlib.algorithms_guaranteed):
+        digest = hashlib.new(name, data)
+        raw = digest.digest(32) if name.startswith("shake") else digest.digest()
+        found |= {raw.hex(), base64.b64encode(raw).decode(), base64.urlsafe_b64encode(raw).decode()}
+    return found
+
+
+async def test_no_unsalted_digest_of_a_message_is_stored(
+    ledger: DynamoCommandLedger, stack: Stack
+) -> None:
+    """GIVEN one question claimed and forwarded under two ids, THEN neither record, claimed
+    or done, holds the question or any digest of it one could compute without the record's
+    salt (a short question would be found by hashing guesses), and the two records' digests
+    and salts differ: no table of digests made once finds a question in any record."""
+    digests = {}
+    for command_id in ("c-salt-1", "c-salt-2"):
+        claim = await ledger.begin(hold(command_id, "w1"), lease=LEASE, now=NOW, message=QUESTION)
+        claimed = await command_record(stack, "m", command_id)
+        await ledger.finish(DoneMark("m", command_id, "w1", NOW, claim.digest))
+        done = await command_record(stack, "m", command_id)
+        for record in (claimed, done):
+            stored = {value.get("S", value.get("N", "")) for value in record.values()}
+            assert not stored & unkeyed_digests(QUESTION)
+            assert not any(QUESTION in value for value in stored)
+            assert stored_digest(record).matches(QUESTION)
+        digests[command_id] = stored_digest(done)
+    first, second = digests.values()
+    assert first.salt != second.salt and first.value != second.value
 
 
 async def test_an_abandoned_lease_can_be_taken_at_once(ledger: DynamoCommandLedger) -> None:

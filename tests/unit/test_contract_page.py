@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from pydantic_core import PydanticUndefined
 
+from localaws.bedrock_cache import STAND_IN_MODEL_ID
 from tests import contract_page as page
 from tests.conftest import settings as make_settings
 from worker.adapters.stored_attributes import ATTRIBUTES, THIS_STAGE
@@ -55,7 +56,9 @@ def built_payload() -> dict[str, Any]:
     history = HistoryPage(
         state=FoldState(folded_through=10, summary=SUMMARY), messages=tuple(reversed(messages))
     )
-    config = make_settings(history_window_mode="cache-aligned").plan_config
+    config = make_settings(
+        history_window_mode="cache-aligned", model_id=STAND_IN_MODEL_ID
+    ).plan_config
     plan = plan_turn(history, COMMAND.message, sent_at=AT, config=config)
     payload = prompt_payload(
         COMMAND, plan.window, history.state, plan.view,

@@ -1,4 +1,5 @@
-"""SQS operations for operators (``worker dlq``), run with an operator's credentials.
+"""SQS operations for operators (``worker dlq``, ``worker erase``), run with an operator's
+credentials.
 
 Not part of the worker's turn: the task role does not grant these actions
 (``tests/infra/test_task_role_matches_the_code.py`` reads only the turn's adapters).
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING
 from botocore.exceptions import ClientError
 
 from worker.adapters.client_errors import aws_call, error_code, http_status
+from worker.adapters.sqs import max_receive_count
 
 if TYPE_CHECKING:  # the stubs are a dev dependency: nothing of them runs
     from types_aiobotocore_sqs import SQSClient
@@ -19,6 +21,15 @@ if TYPE_CHECKING:  # the stubs are a dev dependency: nothing of them runs
 #: What an endpoint without message move tasks answers StartMessageMoveTask with: moto
 #: fails it with HTTP 500 ("not implemented"), other emulators name the action unknown.
 _NO_MOVE_TASKS = frozenset({"InvalidAction", "UnknownOperation", "UnknownOperationException"})
+
+
+@dataclass(frozen=True, slots=True)
+class QueueDepth:
+    """A queue's approximate counts, and its ``maxReceiveCount`` when it has a RedrivePolicy."""
+
+    visible: int
+    in_flight: int
+    max_receive_count: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +62,28 @@ class QueueAdmin:
                 QueueUrl=queue_url, AttributeNames=["MessageRetentionPeriod"]
             )
         return int(response["Attributes"]["MessageRetentionPeriod"])
+
+    async def depth(self, queue_url: str) -> QueueDepth:
+        """What a scan of the queue cannot see, read in one call: the messages visible (at the
+        scan's end: arrived since, or held back behind another of their FIFO group), those in
+        flight (received by another reader), and the queue's own ``maxReceiveCount`` if it
+        has a RedrivePolicy (a scan counts one receive on every message it looks at)."""
+        with aws_call("sqs.GetQueueAttributes"):
+            response = await self._client.get_queue_attributes(
+                QueueUrl=queue_url,
+                AttributeNames=[
+                    "ApproximateNumberOfMessages",
+                    "ApproximateNumberOfMessagesNotVisible",
+                    "RedrivePolicy",
+                ],
+            )
+        attributes = response.get("Attributes", {})
+        policy = attributes.get("RedrivePolicy")
+        return QueueDepth(
+            visible=int(attributes.get("ApproximateNumberOfMessages", "0")),
+            in_flight=int(attributes.get("ApproximateNumberOfMessagesNotVisible", "0")),
+            max_receive_count=max_receive_count(policy) if policy else None,
+        )
 
     async def start_move(
         self, source_arn: str, destination_arn: str, per_second: int

@@ -39,7 +39,7 @@ from worker.telemetry.metrics import (
 )
 from worker.telemetry.tracing import get_tracer
 from worker.timing import LoopClock
-from worker.turn.payloads import OffloadingSender
+from worker.turn.payloads import OffloadingSender, PayloadKind
 from worker.turn.stage import ConverseStage
 
 if TYPE_CHECKING:  # the stubs are a dev dependency: nothing of them runs
@@ -119,13 +119,17 @@ async def aws_clients(pool_size: int = 50) -> AsyncIterator[Clients]:
         )
 
 
-def offloading(queue: MessageSender, clients: Clients, settings: Settings) -> OffloadingSender:
-    """``queue`` with bodies over the inline limit moved to the payload bucket."""
+def offloading(
+    queue: MessageSender, clients: Clients, settings: Settings, kind: PayloadKind
+) -> OffloadingSender:
+    """``queue`` with bodies over the inline limit moved to the payload bucket, filed as
+    ``kind``."""
     return OffloadingSender(
         queue,
         S3ObjectStore(clients.s3),
         bucket=settings.payload_bucket,
         inline_max_bytes=settings.payload_inline_max_bytes,
+        kind=kind,
     )
 
 
@@ -151,10 +155,16 @@ def build_stage(
         history=DynamoHistoryStore(clients.dynamodb, settings.history_table),
         ledger=ledger or command_ledger(clients.dynamodb, settings),
         model_queue=offloading(
-            model_queue or SqsQueue(clients.sqs, settings.model_queue_url), clients, settings
+            model_queue or SqsQueue(clients.sqs, settings.model_queue_url),
+            clients,
+            settings,
+            PayloadKind.PROMPT,
         ),
         compaction_queue=offloading(
-            SqsQueue(clients.sqs, settings.compaction_queue_url), clients, settings
+            SqsQueue(clients.sqs, settings.compaction_queue_url),
+            clients,
+            settings,
+            PayloadKind.FOLD,
         ),
         objects=S3ObjectStore(clients.s3),
         settings=settings,
@@ -273,7 +283,7 @@ async def run_worker(
         consumer = Consumer(
             source=batched.source(converse),
             stage=batched.stage(stage),
-            dead_letters=offloading(dead_letter, clients, settings),
+            dead_letters=offloading(dead_letter, clients, settings, PayloadKind.DEAD_LETTER),
             policy=settings.consumer_policy(
                 visibility_timeout=visibility, max_receive_count=description.max_receive_count
             ),

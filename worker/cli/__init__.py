@@ -1,12 +1,13 @@
 """The entry points: ``worker run`` (the consumer), ``worker bootstrap`` (create the
-resources), ``worker health``, ``worker send``, ``worker dlq``, ``worker window`` and
-``worker bill``.
+resources), ``worker health``, ``worker send``, ``worker dlq``, ``worker window``,
+``worker bill`` and ``worker erase``.
 
 Owns: the command line, one small module per command (:mod:`~worker.cli.run`,
 :mod:`~worker.cli.bootstrap`, :mod:`~worker.cli.send`, :mod:`~worker.cli.health`,
-:mod:`~worker.cli.dlq`, :mod:`~worker.cli.window`, :mod:`~worker.cli.bill`), each with its
-``add_parser`` and the function that runs it; what they run where it is more than a few lines
-(the DLQ operations, the window report, the bill report); and this module, which assembles
+:mod:`~worker.cli.dlq`, :mod:`~worker.cli.window`, :mod:`~worker.cli.bill`,
+:mod:`~worker.cli.erase`), each with its ``add_parser`` and the function that runs it; what
+they run where it is more than a few lines (the DLQ operations, the window report, the bill
+report, the erasure and its dead-letter scan); and this module, which assembles
 the parser and dispatches. The demo that ``make run`` runs plays the other stages too, so it
 lives with them in ``localaws`` (``python -m localaws.demo``), outside the package.
 
@@ -21,7 +22,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from worker.cli import bill, bootstrap, dlq, health, run, send, window
+from worker.cli import bill, bootstrap, dlq, erase, health, run, send, window
 from worker.errors import ConfigError
 
 EXIT_CONFIG = 2
@@ -38,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     dlq.add_parser(commands)
     window.add_parser(commands)
     bill.add_parser(commands)
+    erase.add_parser(commands)
     return parser
 
 

@@ -29,6 +29,19 @@ def positive_count(text: str) -> int:
     return count
 
 
+#: A conversation id's length, as the contract bounds it.
+MAX_CONVERSATION_ID = 256
+
+
+def conversation_id(text: str) -> str:
+    """A conversation id as the contract takes it: 1 to 256 characters."""
+    if not 1 <= len(text) <= MAX_CONVERSATION_ID:
+        raise argparse.ArgumentTypeError(
+            f"must be a conversation id of 1 to {MAX_CONVERSATION_ID} characters"
+        )
+    return text
+
+
 def _whole_number(text: str) -> int | None:
     try:
         return int(text)

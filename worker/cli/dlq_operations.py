@@ -34,7 +34,7 @@ from worker.adapters.sqs_admin import QueueAdmin
 from worker.cli.arguments import MAX_RATE, MIN_RATE
 from worker.delivery.outcomes import DEAD_LETTERED_ID, LAST_FAILURE, REJECTION_REASON
 from worker.delivery.pointers import LEGACY_SIZE_ATTRIBUTE, SIZE_ATTRIBUTE
-from worker.ports import ReceivedMessage
+from worker.ports import DeleteFailure, ReceivedMessage
 
 REASON_ATTRIBUTE = REJECTION_REASON
 #: Attributes the stage adds when it dead-letters; a redriven copy goes back without them.
@@ -155,9 +155,13 @@ async def receive_each_once(dlq: SqsQueue) -> list[ReceivedMessage]:
             seen.setdefault(message.message_id, message)
 
 
-async def release(queue: SqsQueue, messages: list[ReceivedMessage]) -> None:
+async def release(queue: SqsQueue, messages: list[ReceivedMessage]) -> list[DeleteFailure]:
+    """Make ``messages`` visible again at once; returns the entries SQS refused (a message
+    whose hold ran out is visible anyway)."""
+    refused: list[DeleteFailure] = []
     for start in range(0, len(messages), 10):
-        await queue.change_visibility_batch(messages[start : start + 10], 0)
+        refused += await queue.change_visibility_batch(messages[start : start + 10], 0)
+    return refused
 
 
 async def inspect(
