@@ -26,7 +26,7 @@ import pytest
 import worker.adapters
 from tests.expressions import expression_names, written_attributes
 from tests.unit.consumer.test_consumer import Run, messages, policy
-from worker.adapters import dynamodb, erasure, ledger, reachability
+from worker.adapters import dynamodb, erasure, ledger_records, reachability
 from worker.adapters.dynamodb import STATE_KEY
 from worker.caching.anchor import SummarySnapshot, WindowAnchor
 from worker.delivery.outcomes import Rejected, Retry
@@ -72,16 +72,16 @@ CLAIMS = [FoldClaim("matter-1", CompactionPlan(6, 30, 900), seen, NOW) for seen 
 #: Every write builder of the adapters, called every way the stage calls it.
 LEDGER_WRITES: dict[str, list[dict[str, Any]]] = {
     "claim_request": [
-        dict(ledger.claim_request("t", HOLD, lease=timedelta(60), now=NOW, digest=DIGEST))
+        dict(ledger_records.claim_request("t", HOLD, lease=timedelta(60), now=NOW, digest=DIGEST))
     ],
     "takeover_request": [
-        dict(ledger.takeover_request("t", HOLD, lease=timedelta(60), now=NOW, digest=d))
+        dict(ledger_records.takeover_request("t", HOLD, lease=timedelta(60), now=NOW, digest=d))
         for d in (DIGEST, None)
     ],
-    "lease_request": [dict(ledger.lease_request("t", HOLD, until=1))],
+    "lease_request": [dict(ledger_records.lease_request("t", HOLD, until=1))],
     "done_marks_request": [
         dict(put["PutRequest"])
-        for put in ledger.done_marks_request(
+        for put in ledger_records.done_marks_request(
             "t", [DoneMark("m", "c-1", "w", NOW, DIGEST), DoneMark("m", "c-2", "w", NOW, None)]
         )["RequestItems"]["t"]
     ],
@@ -119,7 +119,7 @@ def test_every_write_builder_of_the_adapters_is_read_here() -> None:
         if (module := importlib.import_module(f"worker.adapters.{info.name}")) not in NOT_COPIES
     ]
     found = {(module.__name__, name) for module in adapters for name in write_builders(module)}
-    read = {(ledger.__name__, name) for name in LEDGER_WRITES}
+    read = {(ledger_records.__name__, name) for name in LEDGER_WRITES}
     read |= {(dynamodb.__name__, name) for name in STATE_WRITES}
     assert found == read
 
@@ -137,7 +137,7 @@ def test_the_start_up_checks_writes_never_apply() -> None:
 def test_the_table_lists_every_attribute_of_a_command_record() -> None:
     listed = row("Command records")
     assert unlisted(attributes_written(LEDGER_WRITES), listed) == set()
-    assert f"{ledger.COMMAND_PREFIX}<command_id>" in listed
+    assert f"{ledger_records.COMMAND_PREFIX}<command_id>" in listed
     assert "LEDGER_TABLE" in listed
 
 

@@ -29,7 +29,7 @@ from botocore.exceptions import ClientError
 
 from worker.adapters.client_errors import aws_call, error_code
 from worker.adapters.dynamodb import state_key
-from worker.adapters.ledger import command_get_request, command_key
+from worker.adapters.ledger_records import command_get_request, command_key
 from worker.adapters.probes import PROBE_PARTITION, probe_query
 from worker.errors import StoreUnavailable
 

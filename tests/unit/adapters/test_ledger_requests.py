@@ -13,12 +13,8 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from worker.adapters.ledger import (
-    DynamoCommandLedger,
-    claim_request,
-    done_record,
-    takeover_request,
-)
+from worker.adapters.ledger import DynamoCommandLedger
+from worker.adapters.ledger_records import claim_request, done_record, takeover_request
 from worker.adapters.legacy_ledger import LegacyRecords, legacy_claim, legacy_record_query
 from worker.ports import CommandHold, DoneMark, MessageDigest
 

@@ -22,7 +22,7 @@ from worker.adapters.dynamodb import (
     fold_release_request,
     history_page_query,
 )
-from worker.adapters.ledger import (
+from worker.adapters.ledger_records import (
     claim_request,
     command_get_request,
     done_marks_request,
