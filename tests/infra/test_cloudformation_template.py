@@ -32,6 +32,7 @@ from tests.infra.cfn_yaml import (
     reference_name,
 )
 from tests.infra.stopping import kill_after_seconds
+from worker.adapters.dynamodb import STAGE_STATE_ATTRIBUTES
 from worker.app.resources import (
     CONVERSE_VISIBILITY_TIMEOUT,
     DEAD_LETTER_RETENTION_SECONDS,
@@ -68,17 +69,7 @@ STACK = ConcreteStack()
 #: The history table's attributes the stage may name in an UpdateItem: the key, and the
 #: ``state`` attributes the contract gives it (its "Resources: what the stage owns, what it
 #: joins").
-STATE_ATTRIBUTES_OF_THE_STAGE = [
-    "pk",
-    "sk",
-    "compaction_requested_through",
-    "compaction_requested_at",
-    "compaction_request_version",
-    "window_anchor",
-    "window_anchor_folded_through",
-    "window_summary",
-    "window_summary_folded_through",
-]
+STATE_ATTRIBUTES_OF_THE_STAGE = ["pk", "sk", *STAGE_STATE_ATTRIBUTES]
 
 
 def task_role_grants(stack: ConcreteStack) -> dict[str, set[str]]:

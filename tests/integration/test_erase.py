@@ -15,7 +15,7 @@ from typing import Any, Unpack
 import pytest
 
 from tests.integration.conftest import Stack, exchanges, running_worker
-from worker.adapters.erasure import STAGE_STATE_ATTRIBUTES
+from worker.adapters.dynamodb import STAGE_STATE_ATTRIBUTES
 from worker.adapters.sqs import SqsQueue
 from worker.app.runtime import build_stage, command_ledger
 from worker.cli.erase_operations import erase as erase_conversation

@@ -31,6 +31,17 @@ if TYPE_CHECKING:  # the stubs are a dev dependency: nothing of them runs
 ANCHOR_SET = "window_anchor = :anchor, window_anchor_folded_through = :anchor_folded"
 #: The summary in force for the anchor (fold-lagged), beside it on the same item.
 SNAPSHOT_ATTRIBUTES = ("window_summary", "window_summary_folded_through")
+#: The attributes of a conversation's ``state`` item the contract gives this stage: the fold
+#: request mark and the cache-aligned window's anchor and summary snapshot. Never the
+#: writer's ``folded_through`` and ``fold_summary``.
+STAGE_STATE_ATTRIBUTES = (
+    "compaction_requested_through",
+    "compaction_requested_at",
+    "compaction_request_version",
+    "window_anchor",
+    "window_anchor_folded_through",
+    *SNAPSHOT_ATTRIBUTES,
+)
 
 
 def message_key(seq: int) -> str:

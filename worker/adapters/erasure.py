@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from worker.adapters.client_errors import aws_call
-from worker.adapters.dynamodb import state_key
+from worker.adapters.dynamodb import STAGE_STATE_ATTRIBUTES, state_key
 
 if TYPE_CHECKING:  # the stubs are a dev dependency: nothing of them runs
     from types_aiobotocore_dynamodb import DynamoDBClient
@@ -37,18 +37,6 @@ if TYPE_CHECKING:  # the stubs are a dev dependency: nothing of them runs
         ListObjectsV2RequestTypeDef,
     )
 
-#: The attributes of a conversation's ``state`` item the contract gives this stage: the fold
-#: request mark and the cache-aligned window's anchor and summary snapshot. Never the
-#: writer's ``folded_through`` and ``fold_summary``.
-STAGE_STATE_ATTRIBUTES = (
-    "compaction_requested_through",
-    "compaction_requested_at",
-    "compaction_request_version",
-    "window_anchor",
-    "window_anchor_folded_through",
-    "window_summary",
-    "window_summary_folded_through",
-)
 #: DeleteObjects takes at most this many keys a call.
 MAX_DELETE_OBJECTS = 1000
 

@@ -19,6 +19,7 @@ from tests.conftest import captured_logs, settings
 from tests.unit.clock import FakeClock
 from tests.unit.consumer.test_consumer import Run, policy
 from worker.adapters.client_errors import aws_call
+from worker.adapters.dynamodb import STAGE_STATE_ATTRIBUTES
 from worker.adapters.reachability import (
     HISTORY_PROBE_ATTRIBUTE,
     NEVER,
@@ -408,17 +409,7 @@ def test_every_resource_the_settings_name_is_checked_each_bucket_once() -> None:
 
 
 #: The contract's attributes of the history table the stage may name in an UpdateItem.
-CONTRACT_UPDATABLE = {
-    "pk",
-    "sk",
-    "compaction_requested_through",
-    "compaction_requested_at",
-    "compaction_request_version",
-    "window_anchor",
-    "window_anchor_folded_through",
-    "window_summary",
-    "window_summary_folded_through",
-}
+CONTRACT_UPDATABLE = {"pk", "sk", *STAGE_STATE_ATTRIBUTES}
 
 
 def test_the_history_tables_probe_update_names_only_the_stages_own_attributes() -> None:
