@@ -67,14 +67,8 @@ def aws_call(operation: str) -> Iterator[None]:
             operation=operation,
             code=code,
         ) from exc
-    except BotoCoreError as exc:
-        raise StoreUnavailable(
-            f"{operation} failed: {type(exc).__name__}",
-            service=service,
-            kind="connection",
-            operation=operation,
-        ) from exc
-    except (aiohttp.ClientError, OSError) as exc:  # a dropped connection aiobotocore let through
+    # aiohttp's and the OS's errors: a dropped connection aiobotocore let through.
+    except (BotoCoreError, aiohttp.ClientError, OSError) as exc:
         raise StoreUnavailable(
             f"{operation} failed: {type(exc).__name__}",
             service=service,
