@@ -7,6 +7,7 @@ and that the benchmark's replay calls too, so "the stage's own requests" stay th
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -51,6 +52,18 @@ def message_key(seq: int) -> str:
 def rfc3339(moment: datetime) -> str:
     """Second precision, UTC, ``Z``: one fixed width, so strings compare as the times do."""
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+async def condition_held(client: DynamoDBClient, update: Awaitable[object]) -> bool:
+    """Await one conditional UpdateItem, ``update`` (made with ``client``, where the call
+    stays visible to the task role's test): False when its condition failed (another writer
+    moved the item first), which is an answer, not an error."""
+    with aws_call("dynamodb.UpdateItem"):
+        try:
+            await update
+        except client.exceptions.ConditionalCheckFailedException:
+            return False
+    return True
 
 
 def state_key(conversation_id: str) -> dict[str, AttributeValueTypeDef]:
@@ -219,21 +232,12 @@ class DynamoHistoryStore:
         compared here. With ``anchor``, the window's anchor rides the same write.
         """
         request = fold_claim_request(self._table, claim, anchor=anchor)
-        with aws_call("dynamodb.UpdateItem"):
-            try:
-                await self._client.update_item(**request)
-            except self._client.exceptions.ConditionalCheckFailedException:
-                return False
-        return True
+        return await condition_held(self._client, self._client.update_item(**request))
 
     async def release_compaction(self, claim: FoldClaim) -> None:
         """Put back the mark ``claim.seen`` held, if the mark is still this caller's claim."""
         request = fold_release_request(self._table, claim)
-        with aws_call("dynamodb.UpdateItem"):
-            try:
-                await self._client.update_item(**request)
-            except self._client.exceptions.ConditionalCheckFailedException:
-                return
+        await condition_held(self._client, self._client.update_item(**request))
 
 
 def _mark_unchanged(seen: FoldState) -> tuple[str, dict[str, AttributeValueTypeDef]]:

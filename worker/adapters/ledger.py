@@ -25,6 +25,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from worker.adapters.client_errors import aws_call
+from worker.adapters.dynamodb import condition_held
 from worker.adapters.ledger_records import (
     COMMAND_PREFIX,
     claim_on_record,
@@ -192,12 +193,7 @@ class DynamoCommandLedger:
     async def _set_lease(self, hold: CommandHold, until: int) -> bool:
         """Set ``lease_until`` if the command is still in progress under the hold's owner."""
         request = lease_request(self._table, hold, until=until)
-        with aws_call("dynamodb.UpdateItem"):
-            try:
-                await self._client.update_item(**request)
-            except self._client.exceptions.ConditionalCheckFailedException:
-                return False
-        return True
+        return await condition_held(self._client, self._client.update_item(**request))
 
     async def _get(self, hold: CommandHold) -> Mapping[str, object]:
         request = command_get_request(self._table, hold.conversation_id, hold.command_id)
