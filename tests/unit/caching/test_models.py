@@ -16,20 +16,23 @@ from worker.caching.models import (
 from worker.errors import ConfigError
 from worker.settings import load_settings
 
+#: Every Claude row's context window.
+CLAUDE = 200_000
+
 
 @pytest.mark.parametrize(
     ("model_id", "name", "minimum", "offers_1h", "context"),
     [
-        ("anthropic.claude-sonnet-4-6", "Claude Sonnet 4.6", 2_048, True, 200_000),
-        ("us.anthropic.claude-sonnet-4-5-20250929-v1:0", "Claude Sonnet 4.5", 1_024, True, 200_000),
-        ("anthropic.claude-sonnet-4-20250514-v1:0", "Claude Sonnet 4", 1_024, False, 200_000),
-        ("global.anthropic.claude-opus-4-5-20251101-v1:0", "Claude Opus 4.5", 4_096, True, 200_000),
-        ("anthropic.claude-opus-4-6-v1", "Claude Opus 4.6", 4_096, True, 200_000),
-        ("anthropic.claude-opus-4-1-20250805-v1:0", "Claude Opus 4.1", 1_024, False, 200_000),
-        ("anthropic.claude-opus-4-20250514-v1:0", "Claude Opus 4", 1_024, False, 200_000),
-        ("eu.anthropic.claude-haiku-4-5-20251001-v1:0", "Claude Haiku 4.5", 4_096, True, 200_000),
-        ("anthropic.claude-3-7-sonnet-20250219-v1:0", "Claude 3.7 Sonnet", 1_024, False, 200_000),
-        ("anthropic.claude-3-5-haiku-20241022-v1:0", "Claude 3.5 Haiku", 2_048, False, 200_000),
+        ("anthropic.claude-sonnet-4-6", "Claude Sonnet 4.6", 2_048, True, CLAUDE),
+        ("us.anthropic.claude-sonnet-4-5-20250929-v1:0", "Claude Sonnet 4.5", 1_024, True, CLAUDE),
+        ("anthropic.claude-sonnet-4-20250514-v1:0", "Claude Sonnet 4", 1_024, False, CLAUDE),
+        ("global.anthropic.claude-opus-4-5-20251101-v1:0", "Claude Opus 4.5", 4_096, True, CLAUDE),
+        ("anthropic.claude-opus-4-6-v1", "Claude Opus 4.6", 4_096, True, CLAUDE),
+        ("anthropic.claude-opus-4-1-20250805-v1:0", "Claude Opus 4.1", 1_024, False, CLAUDE),
+        ("anthropic.claude-opus-4-20250514-v1:0", "Claude Opus 4", 1_024, False, CLAUDE),
+        ("eu.anthropic.claude-haiku-4-5-20251001-v1:0", "Claude Haiku 4.5", 4_096, True, CLAUDE),
+        ("anthropic.claude-3-7-sonnet-20250219-v1:0", "Claude 3.7 Sonnet", 1_024, False, CLAUDE),
+        ("anthropic.claude-3-5-haiku-20241022-v1:0", "Claude 3.5 Haiku", 2_048, False, CLAUDE),
         ("us.amazon.nova-pro-v1:0", "Amazon Nova Pro", 1_024, False, 300_000),
         ("amazon.nova-lite-v1:0", "Amazon Nova Lite", 1_536, False, 300_000),
         ("amazon.nova-micro-v1:0", "Amazon Nova Micro", 1_536, False, 128_000),
@@ -39,7 +42,7 @@ from worker.settings import load_settings
             "Claude Sonnet 4.6",
             2_048,
             True,
-            200_000,
+            CLAUDE,
         ),
     ],
 )
