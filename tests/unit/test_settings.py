@@ -26,6 +26,17 @@ def _required_env(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv(name, value)
 
 
+def refusal(monkeypatch: pytest.MonkeyPatch, **env: str) -> str:
+    """The one line start-up stops with under ``env``."""
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    message = str(caught.value)
+    assert "\n" not in message
+    return message
+
+
 def test_the_contract_defaults() -> None:
     s = load_settings()
     assert (s.history_window_max_tokens, s.history_window_max_messages) == (4000, 25)
@@ -55,10 +66,7 @@ def test_the_inbound_bound_may_not_be_below_the_inline_limit(
 ) -> None:
     """A producer offloads exactly the bodies over its inline limit: a lower bound would
     reject every command that came through S3."""
-    monkeypatch.setenv("PAYLOAD_MAX_BYTES", "262143")
-    with pytest.raises(ConfigError) as caught:
-        load_settings()
-    assert str(caught.value) == (
+    assert refusal(monkeypatch, PAYLOAD_MAX_BYTES="262143") == (
         "invalid configuration: PAYLOAD_MAX_BYTES (262143) must be >= PAYLOAD_INLINE_MAX_BYTES "
         "(262144): a producer offloads exactly the bodies over its inline limit, so a lower "
         "bound would reject behind a pointer what the stage takes inline"
@@ -70,11 +78,7 @@ def test_the_inbound_bound_may_not_be_below_the_inline_limit(
 def test_a_fold_trigger_of_4000_with_the_window_left_at_4000_refuses_to_start(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("MEMORY_FOLD_MIN_TOKENS", "4000")
-    with pytest.raises(ConfigError) as caught:
-        load_settings()
-    message = str(caught.value)
-    assert "\n" not in message
+    message = refusal(monkeypatch, MEMORY_FOLD_MIN_TOKENS="4000")
     assert "HISTORY_WINDOW_MAX_TOKENS (4000)" in message
     assert "MEMORY_FOLD_MIN_TOKENS (4000)" in message
     assert "the fold is async; below 2x a reference falls into a gap held by neither" in message
@@ -101,9 +105,8 @@ def test_env_overrides_reach_the_window_and_fold_limits(monkeypatch: pytest.Monk
 
 
 def test_the_floor_must_stay_below_the_message_cap(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HISTORY_WINDOW_FLOOR_MESSAGES", "25")
-    with pytest.raises(ConfigError, match=r"HISTORY_WINDOW_FLOOR_MESSAGES \(25\) must be below"):
-        load_settings()
+    message = refusal(monkeypatch, HISTORY_WINDOW_FLOOR_MESSAGES="25")
+    assert "HISTORY_WINDOW_FLOOR_MESSAGES (25) must be below" in message
 
 
 @pytest.mark.parametrize(
@@ -133,11 +136,9 @@ def test_the_floor_must_stay_below_the_message_cap(monkeypatch: pytest.MonkeyPat
 def test_bad_values_fail_with_the_variable_named(
     monkeypatch: pytest.MonkeyPatch, name: str, value: str, reason: str
 ) -> None:
-    monkeypatch.setenv(name, value)
-    with pytest.raises(ConfigError) as caught:
-        load_settings()
-    assert f"{name}: " in str(caught.value) and reason in str(caught.value)
-    assert value not in str(caught.value).split(": ", 1)[1].replace(name, "")
+    message = refusal(monkeypatch, **{name: value})
+    assert f"{name}: " in message and reason in message
+    assert value not in message.split(": ", 1)[1].replace(name, "")
 
 
 def test_a_missing_required_variable_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -167,11 +168,7 @@ def test_metrics_are_off_unless_asked_and_the_container_asks(
 def test_a_health_bound_an_idle_long_poll_would_break_refuses_to_start(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("RECEIVE_WAIT_SECONDS", "20")
-    monkeypatch.setenv("HEALTH_MAX_SILENCE_SECONDS", "22")
-    with pytest.raises(ConfigError) as caught:
-        load_settings()
-    assert str(caught.value) == (
+    assert refusal(monkeypatch, RECEIVE_WAIT_SECONDS="20", HEALTH_MAX_SILENCE_SECONDS="22") == (
         "invalid configuration: HEALTH_MAX_SILENCE_SECONDS (22) must be above "
         "RECEIVE_WAIT_SECONDS + 2 (22): an idle worker's receive loop beats once per long poll"
     )
@@ -218,13 +215,8 @@ def test_the_cache_aligned_mode_and_its_headroom_are_read_from_the_environment(
 def test_a_headroom_that_leaves_the_cache_aligned_window_no_room_refuses_to_start(
     monkeypatch: pytest.MonkeyPatch, name: str, value: str, budget: str
 ) -> None:
-    monkeypatch.setenv("HISTORY_WINDOW_MODE", "cache-aligned")
-    monkeypatch.setenv("MODEL_ID", STAND_IN_MODEL_ID)
-    monkeypatch.setenv(name, value)
-    with pytest.raises(ConfigError) as caught:
-        load_settings()
-    message = str(caught.value)
-    assert "\n" not in message
+    aligned = {"HISTORY_WINDOW_MODE": "cache-aligned", "MODEL_ID": STAND_IN_MODEL_ID}
+    message = refusal(monkeypatch, **aligned, **{name: value})
     assert f"{name} ({value}) must be below {budget}" in message
 
 
@@ -235,24 +227,11 @@ def test_the_headroom_is_not_checked_in_the_sliding_mode_which_never_reads_it(
     monkeypatch.setenv("HISTORY_WINDOW_MAX_MESSAGES", "5")
     monkeypatch.setenv("HISTORY_WINDOW_FLOOR_MESSAGES", "2")
     assert load_settings().history_window_max_messages == 5
-    monkeypatch.setenv("HISTORY_WINDOW_MODE", "cache-aligned")
-    monkeypatch.setenv("MODEL_ID", STAND_IN_MODEL_ID)
-    with pytest.raises(ConfigError, match=r"HEADROOM_MESSAGES \(8\) must be below"):
-        load_settings()
+    message = refusal(monkeypatch, HISTORY_WINDOW_MODE="cache-aligned", MODEL_ID=STAND_IN_MODEL_ID)
+    assert "HEADROOM_MESSAGES (8) must be below" in message
 
 
 UNKNOWN = "arn:aws:bedrock:eu-west-1:111122223333:application-inference-profile/k2x9"
-
-
-def refusal(monkeypatch: pytest.MonkeyPatch, **env: str) -> str:
-    """The one line start-up stops with under ``env``."""
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    with pytest.raises(ConfigError) as caught:
-        load_settings()
-    message = str(caught.value)
-    assert "\n" not in message
-    return message
 
 
 def test_the_cache_aligned_mode_without_model_id_or_a_minimum_refuses_to_start(
