@@ -61,6 +61,10 @@ MARKED = FoldState(folded_through=24, requested_through=40, requested_at=NOW, re
 PLAN = CompactionPlan(folded_through=24, through=57, unfolded_tokens=0)
 FIRST_CLAIM = FoldClaim("matter-1", PLAN, seen=FoldState(), claimed_at=NOW)
 CLAIM_OVER_MARK = FoldClaim("matter-1", PLAN, seen=MARKED, claimed_at=NOW)
+#: The command a claim and a takeover are built for.
+HOLD = CommandHold("matter-1", "c-1", "w-1")
+LEASE = timedelta(seconds=60)
+DIGEST = MessageDigest.drawn("q")
 TRACE = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
 MESSAGE = OutboundMessage(
     '{"type": "prompt"}', "matter 1", "c-1", {"RejectionReason": "x", "Size": 18}, TRACE
@@ -101,29 +105,9 @@ REQUESTS: list[tuple[str, str, str, Mapping[str, Any]]] = [
         "UpdateItem",
         fold_release_request(TABLE, CLAIM_OVER_MARK),
     ),
-    (
-        "claim",
-        "dynamodb",
-        "UpdateItem",
-        claim_request(
-            TABLE,
-            CommandHold("matter-1", "c-1", "w-1"),
-            lease=timedelta(seconds=60),
-            now=NOW,
-            digest=MessageDigest.drawn("q"),
-        ),
-    ),
-    (
-        "takeover",
-        "dynamodb",
-        "UpdateItem",
-        takeover_request(
-            TABLE,
-            CommandHold("matter-1", "c-1", "w-1"),
-            lease=timedelta(seconds=60),
-            now=NOW,
-            digest=MessageDigest.drawn("q"),
-        ),
+    *(
+        (name, "dynamodb", "UpdateItem", build(TABLE, HOLD, lease=LEASE, now=NOW, digest=DIGEST))
+        for name, build in [("claim", claim_request), ("takeover", takeover_request)]
     ),
     ("legacy-record", "dynamodb", "Query", legacy_record_query(TABLE, "matter-1", "c-1")),
     ("probe", "dynamodb", "Query", probe_query(TABLE)),
