@@ -3,8 +3,9 @@
 :func:`deploy_stack` is the one way tests put a whole stage up: the pipeline stack
 (pipeline-resources.yaml: the history table, the model and compaction queues), then the
 converse stack joined to it by its outputs. :func:`deploy_pipeline` and
-:func:`deploy_converse` put up each alone, :func:`update_stack` updates one. The infra tests
-check what they create, and a worker-side test can run the real worker against their outputs.
+:func:`deploy_converse` put up each alone, :func:`apply_stack` creates or updates one. The
+infra tests check what they create, and a worker-side test can run the real worker against
+their outputs.
 
 moto's CloudFormation leaves some resource types out (Application Auto Scaling, the bucket
 policy) with a ``UserWarning``; the project turns warnings into errors, so the deploy ignores
@@ -27,7 +28,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import boto3
 from moto.cloudformation.parsing import (
@@ -157,38 +158,20 @@ def create_task_network(endpoint_url: str) -> tuple[str, str]:
     return subnet_id, group_id
 
 
-def create_stack(
+def apply_stack(
     endpoint_url: str,
+    operation: Literal["create", "update"],
     *,
     stack_name: str,
     template: Path | str,
     parameters: Mapping[str, str],
 ) -> dict[str, str]:
-    """Create one stack from ``template`` (a path, or the body itself); its outputs by key.
+    """Create one stack from ``template`` (a path, or the body itself), or update one to it
+    with ``parameters`` (all of them); its outputs by key.
 
-    Raises ``RuntimeError`` with the stack's events if it does not reach CREATE_COMPLETE.
+    Raises ``RuntimeError`` with the stack's events if it does not reach CREATE_COMPLETE
+    (UPDATE_COMPLETE).
     """
-    return _apply("create", endpoint_url, stack_name, template, parameters)
-
-
-def update_stack(
-    endpoint_url: str,
-    *,
-    stack_name: str,
-    template: Path | str,
-    parameters: Mapping[str, str],
-) -> dict[str, str]:
-    """Update one stack to ``template`` with ``parameters`` (all of them); its outputs."""
-    return _apply("update", endpoint_url, stack_name, template, parameters)
-
-
-def _apply(
-    operation: str,
-    endpoint_url: str,
-    stack_name: str,
-    template: Path | str,
-    parameters: Mapping[str, str],
-) -> dict[str, str]:
     body = template.read_text(encoding="utf-8") if isinstance(template, Path) else template
     cloudformation = aws_client("cloudformation", endpoint_url)
     # The filter is process-wide while it is in place, which is what reaches moto's server
@@ -224,8 +207,9 @@ def deploy_pipeline(
 ) -> dict[str, str]:
     """The pipeline stack (``<prefix>-pipeline``): the resources the converse stage joins,
     named under ``prefix``; its outputs."""
-    return create_stack(
+    return apply_stack(
         endpoint_url,
+        "create",
         stack_name=stack_name or f"{prefix}-pipeline",
         template=PIPELINE_TEMPLATE_PATH,
         parameters={"NamePrefix": prefix, **(parameters or {})},
@@ -256,8 +240,9 @@ def deploy_converse(
 ) -> dict[str, str]:
     """The converse stack alone, joined to the resources ``joined`` names by ARN; its
     outputs."""
-    return create_stack(
+    return apply_stack(
         endpoint_url,
+        "create",
         stack_name=stack_name,
         template=TEMPLATE_PATH,
         parameters=converse_parameters(endpoint_url, joined, parameters),

@@ -23,11 +23,10 @@ import pytest
 
 from tests.infra.cfn_deploy import (
     DEFAULT_IMAGE,
+    apply_stack,
     aws_client,
     converse_parameters,
-    create_stack,
     create_task_network,
-    update_stack,
 )
 from tests.infra.cfn_outputs import JOINED, PIPELINE_RESOURCES
 from tests.infra.cfn_yaml import REPO_ROOT, TEMPLATE_PATH, load_cfn_yaml
@@ -67,7 +66,9 @@ def moved(moto_endpoint: str) -> dict[str, Any]:
     """The all-in-one stack with its data, through steps 1 and 2; what was there before."""
     subnet_id, group_id = create_task_network(moto_endpoint)
     network = {"ContainerImage": DEFAULT_IMAGE, "Subnets": subnet_id, "SecurityGroupIds": group_id}
-    before = create_stack(moto_endpoint, stack_name="mira", template=ALL_IN_ONE, parameters=network)
+    before = apply_stack(
+        moto_endpoint, "create", stack_name="mira", template=ALL_IN_ONE, parameters=network
+    )
     dynamodb, sqs, s3 = (aws_client(s, moto_endpoint) for s in ("dynamodb", "sqs", "s3"))
     for item in HISTORY:
         dynamodb.put_item(TableName=before["HistoryTableName"], Item=item)
@@ -76,7 +77,7 @@ def moved(moto_endpoint: str) -> dict[str, Any]:
     s3.put_object(Bucket=before["PayloadBucketName"], Key="payloads/a.json", Body=b"{}")
 
     retained = json.dumps(step_one(load_cfn_yaml(ALL_IN_ONE)))
-    update_stack(moto_endpoint, stack_name="mira", template=retained, parameters=network)
+    apply_stack(moto_endpoint, "update", stack_name="mira", template=retained, parameters=network)
 
     region, account = "us-east-1", "123456789012"
     joined = {
@@ -88,8 +89,8 @@ def moved(moto_endpoint: str) -> dict[str, Any]:
         **converse_parameters(moto_endpoint, joined, {"LedgerLegacyReads": "true"}),
         **network,
     }
-    after = update_stack(
-        moto_endpoint, stack_name="mira", template=TEMPLATE_PATH, parameters=parameters
+    after = apply_stack(
+        moto_endpoint, "update", stack_name="mira", template=TEMPLATE_PATH, parameters=parameters
     )
     return {"before": before, "after": after}
 
@@ -152,8 +153,8 @@ def test_without_retain_first_the_update_would_delete_the_model_stages_queue(
     still deletes a resource without it that an update removes, as CloudFormation does."""
     subnet_id, group_id = create_task_network(moto_endpoint)
     network = {"ContainerImage": DEFAULT_IMAGE, "Subnets": subnet_id, "SecurityGroupIds": group_id}
-    before = create_stack(
-        moto_endpoint, stack_name="hasty", template=ALL_IN_ONE, parameters=network
+    before = apply_stack(
+        moto_endpoint, "create", stack_name="hasty", template=ALL_IN_ONE, parameters=network
     )
     region, account = "us-east-1", "123456789012"
     joined = {
@@ -162,7 +163,9 @@ def test_without_retain_first_the_update_would_delete_the_model_stages_queue(
         "CompactionQueueArn": f"arn:aws:sqs:{region}:{account}:hasty-compaction",
     }
     parameters = {**converse_parameters(moto_endpoint, joined), **network}
-    update_stack(moto_endpoint, stack_name="hasty", template=TEMPLATE_PATH, parameters=parameters)
+    apply_stack(
+        moto_endpoint, "update", stack_name="hasty", template=TEMPLATE_PATH, parameters=parameters
+    )
     sqs = aws_client("sqs", moto_endpoint)
     names = {
         url.rsplit("/", 1)[-1] for url in sqs.list_queues(QueueNamePrefix="hasty-")["QueueUrls"]
