@@ -19,6 +19,7 @@ from pydantic_core import PydanticUndefined
 from localaws.bedrock_cache import STAND_IN_MODEL_ID
 from tests import contract_page as page
 from tests.conftest import settings as make_settings
+from tests.infra.cfn_outputs import RESOURCE_VARIABLES
 from worker.adapters.stored_attributes import ATTRIBUTES, THIS_STAGE
 from worker.memory import CompactionPlan, FoldState, HistoryMessage
 from worker.planning import plan_turn
@@ -196,15 +197,10 @@ def test_every_setting_the_page_names_is_in_its_configuration_table() -> None:
 
 
 def test_the_configuration_table_holds_every_variable_a_neighbour_depends_on() -> None:
-    """The queues, the tables, the bucket, the window and the fold: what the other stages'
-    deployments set or rely on."""
+    """The queues, the tables, the bucket (the variables every deployment gives the worker),
+    the window and the fold: what the other stages' deployments set or rely on."""
     assert {
-        "CONVERSE_QUEUE_URL",
-        "MODEL_QUEUE_URL",
-        "COMPACTION_QUEUE_URL",
-        "HISTORY_TABLE",
-        "LEDGER_TABLE",
-        "PAYLOAD_BUCKET",
+        *RESOURCE_VARIABLES,
         "PAYLOAD_INLINE_MAX_BYTES",
         "HISTORY_WINDOW_MAX_TOKENS",
         "HISTORY_WINDOW_MAX_MESSAGES",
