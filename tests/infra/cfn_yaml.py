@@ -57,6 +57,11 @@ def parameter_default(template: Mapping[str, Any], name: str) -> Any:
     return default
 
 
+def properties(template: Mapping[str, Any], logical_id: str) -> dict[str, Any]:
+    """One resource's properties, as written."""
+    return dict(template["Resources"][logical_id]["Properties"])
+
+
 def resolve_intrinsics(value: Any, refs: Mapping[str, Any]) -> Any:
     """Replace ``Ref`` and ``Fn::GetAtt`` with ``refs["X"]`` / ``refs["A.B"]``, recursively.
 

@@ -23,12 +23,14 @@ from tests.infra.cfn_conditions import (
 )
 from tests.infra.cfn_outputs import JOINED, STACK_OUTPUTS
 from tests.infra.cfn_stack import ConcreteStack
+from tests.infra.cfn_tables import assert_the_table_bootstrap_makes
 from tests.infra.cfn_yaml import (
     REPO_ROOT,
     TEMPLATE_DIR,
     load_cfn_yaml,
     load_template,
     parameter_default,
+    properties,
     reference_name,
 )
 from tests.infra.stopping import kill_after_seconds
@@ -41,7 +43,6 @@ from worker.app.resources import (
     TTL_ATTRIBUTE,
     Resources,
     dead_letter_name,
-    history_table_definition,
 )
 from worker.caching.models import DEFAULT_MIN_TOKENS
 from worker.settings import Settings
@@ -166,10 +167,6 @@ def resources_of_type(template: dict[str, Any], resource_type: str) -> dict[str,
         for logical_id, resource in template["Resources"].items()
         if resource["Type"] == resource_type
     }
-
-
-def properties(template: dict[str, Any], logical_id: str) -> dict[str, Any]:
-    return dict(template["Resources"][logical_id]["Properties"])
 
 
 def worker_container(template: dict[str, Any]) -> dict[str, Any]:
@@ -413,15 +410,8 @@ def test_resource_names_follow_bootstrap_when_the_stack_is_named_after_the_prefi
 
 def test_the_ledger_table_matches_the_contract(template: dict[str, Any]) -> None:
     """LEDGER_TABLE: ``pk``/``sk``, its command records expiring at ``expires_at``."""
-    table = properties(template, "LedgerTable")
-    # The key schema and billing `worker bootstrap` makes the table with.
-    made_locally = history_table_definition("any")
-    for field in ("KeySchema", "AttributeDefinitions", "BillingMode"):
-        assert table[field] == made_locally[field], field
-    assert table["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
-    assert table["TimeToLiveSpecification"] == {"AttributeName": "expires_at", "Enabled": True}
+    assert_the_table_bootstrap_makes(properties(template, "LedgerTable"))
     assert TTL_ATTRIBUTE == "expires_at"
-    assert table["SSESpecification"] == {"SSEEnabled": True}
 
 
 def test_the_resources_an_update_of_a_running_stack_keeps_keep_their_ids_and_properties(

@@ -13,15 +13,19 @@ import pytest
 from tests.infra.cfn_conditions import evaluate_conditions, parameter_values, with_conditions
 from tests.infra.cfn_outputs import JOINED, PIPELINE_OUTPUTS
 from tests.infra.cfn_stack import ConcreteStack
-from tests.infra.cfn_yaml import load_pipeline_template, load_template, parameter_default
+from tests.infra.cfn_tables import assert_the_table_bootstrap_makes
+from tests.infra.cfn_yaml import (
+    load_pipeline_template,
+    load_template,
+    parameter_default,
+    properties,
+)
 from worker.app.resources import (
     DEAD_LETTER_RETENTION_SECONDS,
     MAX_RECEIVE_COUNT,
     SOURCE_RETENTION_SECONDS,
-    TTL_ATTRIBUTE,
     Resources,
     dead_letter_name,
-    history_table_definition,
 )
 
 DEAD_LETTER_QUEUE_OF = {
@@ -45,10 +49,6 @@ def as_a_stack_gets_it(given: dict[str, str] | None = None) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def template() -> dict[str, Any]:
     return as_a_stack_gets_it()
-
-
-def properties(template: dict[str, Any], logical_id: str) -> dict[str, Any]:
-    return dict(template["Resources"][logical_id]["Properties"])
 
 
 def names(given: dict[str, str]) -> dict[str, str]:
@@ -90,14 +90,7 @@ def test_every_table_and_queue_outlives_the_stack_and_a_replacement(
 def test_the_history_table_matches_the_contract(template: dict[str, Any]) -> None:
     """As the all-in-one stack had it: the previous release's cmd# records expire by the
     TTL on ``expires_at``."""
-    table = properties(template, "HistoryTable")
-    # The key schema and billing `worker bootstrap` makes the table with.
-    made_locally = history_table_definition("any")
-    for field in ("KeySchema", "AttributeDefinitions", "BillingMode"):
-        assert table[field] == made_locally[field], field
-    assert table["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
-    assert table["TimeToLiveSpecification"] == {"AttributeName": TTL_ATTRIBUTE, "Enabled": True}
-    assert table["SSESpecification"] == {"SSEEnabled": True}
+    assert_the_table_bootstrap_makes(properties(template, "HistoryTable"))
 
 
 @pytest.mark.parametrize(("queue", "dead_letter_queue"), DEAD_LETTER_QUEUE_OF.items())
