@@ -124,16 +124,21 @@ class ScriptedDynamo:
         return [name for name, _ in self.requests]
 
 
-def record(
-    status: str, *, digest: MessageDigest | None, lease_until: datetime = NOW
-) -> dict[str, Any]:
-    item: dict[str, Any] = {
+def record_of(owner: str, status: str, lease_until: datetime) -> dict[str, Any]:
+    """Command ``c-1``'s record under ``owner``, without a message's digest."""
+    return {
         "pk": {"S": "m"},
         "sk": {"S": "cmd#c-1"},
         "status": {"S": status},
-        "owner": {"S": "other/m-0/1"},
+        "owner": {"S": owner},
         "lease_until": {"N": str(int(lease_until.timestamp()))},
     }
+
+
+def record(
+    status: str, *, digest: MessageDigest | None, lease_until: datetime = NOW
+) -> dict[str, Any]:
+    item = record_of("other/m-0/1", status, lease_until)
     if digest is not None:
         item["message_digest"] = {"S": digest.value}
         item["digest_salt"] = {"S": digest.salt}
@@ -209,13 +214,7 @@ async def test_a_takeover_lost_to_another_owner_reads_the_record_it_lost_to() ->
 
 def legacy_record(status: str, message: str | None, lease_until: datetime = NOW) -> dict[str, Any]:
     """A command record as the previous release wrote it in the history table."""
-    item: dict[str, Any] = {
-        "pk": {"S": "m"},
-        "sk": {"S": "cmd#c-1"},
-        "status": {"S": status},
-        "owner": {"S": "old/m-0/1"},
-        "lease_until": {"N": str(int(lease_until.timestamp()))},
-    }
+    item = record_of("old/m-0/1", status, lease_until)
     if message is not None:
         item["message_sha256"] = {"S": hashlib.sha256(message.encode()).hexdigest()}
     return item
