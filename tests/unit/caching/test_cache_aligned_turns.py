@@ -13,9 +13,9 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from tests.converse_rules import converse_errors
+from tests.unit.caching.windows import HEADROOM, LIMITS, aligned
 from worker.caching.anchor import (
     AlignedWindow,
-    AnchorHeadroom,
     WindowAnchor,
     cache_aligned_window,
 )
@@ -24,7 +24,6 @@ from worker.memory import (
     FoldLimits,
     FoldState,
     HistoryMessage,
-    WindowLimits,
     bound_history,
     fold_gap,
     plan_compaction,
@@ -32,9 +31,7 @@ from worker.memory import (
 )
 from worker.memory.converse import ConverseView, previous_history_end
 
-LIMITS = WindowLimits(max_tokens=4000, max_messages=25, floor_messages=10, message_max_tokens=1000)
 FOLD = FoldLimits(fold_min_tokens=2000, window_max_messages=25, retry_after=timedelta(minutes=5))
-HEADROOM = AnchorHeadroom(tokens=1000, messages=6)
 START = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 SUMMARY = "The matter so far: the parties, the agreement and its clauses in dispute. " * 24
 
@@ -52,14 +49,7 @@ def aligned_view(
     anchor: WindowAnchor | None,
     summary: str | None = SUMMARY,
 ) -> tuple[AlignedWindow, ConverseView]:
-    result = cache_aligned_window(
-        reversed(history),
-        LIMITS,
-        folded_through=folded,
-        anchor=anchor,
-        headroom=HEADROOM,
-        summary=summary,
-    )
+    result = aligned(history, folded_through=folded, anchor=anchor, summary=summary)
     view = render_converse(
         result.window,
         current,

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.unit.caching.windows import HEADROOM, LIMITS, aligned
 from tests.unit.strategies import histories, message_contents, window_limits
 from worker.caching.anchor import (
-    AlignedWindow,
     AnchorHeadroom,
     WindowAnchor,
     cache_aligned_window,
@@ -25,9 +25,6 @@ from worker.memory import (
     fold_gap,
     trim_message,
 )
-
-LIMITS = WindowLimits(max_tokens=4000, max_messages=25, floor_messages=10, message_max_tokens=1000)
-HEADROOM = AnchorHeadroom(tokens=1000, messages=6)
 
 
 def history(*spec: tuple[str, int]) -> list[HistoryMessage]:
@@ -46,23 +43,6 @@ def _text(seq: int, tokens: int) -> str:
 
 def exchanges(count: int, tokens: int = 100) -> list[HistoryMessage]:
     return history(*[(role, tokens) for _ in range(count) for role in ("u", "a")])
-
-
-def aligned(
-    messages: list[HistoryMessage],
-    *,
-    folded_through: int,
-    anchor: WindowAnchor | None = None,
-    limits: WindowLimits = LIMITS,
-    headroom: AnchorHeadroom = HEADROOM,
-) -> AlignedWindow:
-    return cache_aligned_window(
-        reversed(messages),
-        limits,
-        folded_through=folded_through,
-        anchor=anchor,
-        headroom=headroom,
-    )
 
 
 def seqs(window: Window) -> list[int]:

@@ -9,17 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from worker.caching.anchor import (
-    AnchorHeadroom,
-    SummarySnapshot,
-    WindowAnchor,
-    cache_aligned_window,
-)
-from worker.memory import HistoryMessage, WindowLimits, render_converse
+from tests.unit.caching.windows import aligned
+from worker.caching.anchor import SummarySnapshot, WindowAnchor
+from worker.memory import HistoryMessage, render_converse
 from worker.memory.converse import cache_point_prefixes, previous_history_end, with_cache_ttls
-
-LIMITS = WindowLimits(max_tokens=4000, max_messages=25, floor_messages=10, message_max_tokens=1000)
-HEADROOM = AnchorHeadroom(tokens=1000, messages=6)
 
 
 def summary_of(mark: int) -> str:
@@ -46,14 +39,7 @@ def test_the_lagged_window_holds_everything_after_the_shown_mark(
         if landings[turn // 2 % len(landings)] == 0:
             folded = max(folded, len(history) - 12)
         previous = anchor
-        result = cache_aligned_window(
-            reversed(history),
-            LIMITS,
-            folded_through=folded,
-            anchor=anchor,
-            headroom=HEADROOM,
-            summary=summary_of(folded),
-        )
+        result = aligned(history, folded_through=folded, anchor=anchor, summary=summary_of(folded))
         shown = result.shown
         assert shown.folded_through <= folded
         assert shown.summary == summary_of(shown.folded_through)
@@ -81,19 +67,10 @@ def test_a_landing_fold_does_not_move_a_fitting_anchor() -> None:
         for seq in range(1, 41)
     ]
     anchor = WindowAnchor(27, 30, SummarySnapshot("old", 30))
-    result = cache_aligned_window(
-        reversed(history),
-        LIMITS,
-        folded_through=36,
-        anchor=anchor,
-        headroom=HEADROOM,
-        summary="new",
-    )
+    result = aligned(history, folded_through=36, anchor=anchor, summary="new")
     assert (result.outcome, result.anchor, result.shown) == ("kept", anchor, anchor.snapshot)
     grown = [*history, *(HistoryMessage(s, "user", "w " * 500) for s in range(41, 53))]
-    moved = cache_aligned_window(
-        reversed(grown), LIMITS, folded_through=36, anchor=anchor, headroom=HEADROOM, summary="new"
-    )
+    moved = aligned(grown, folded_through=36, anchor=anchor, summary="new")
     assert (moved.outcome, moved.reason) == ("reanchored", "overflow")
     assert moved.shown == SummarySnapshot("new", 36)
 
@@ -101,9 +78,7 @@ def test_a_landing_fold_does_not_move_a_fitting_anchor() -> None:
 def test_a_snapshot_past_the_newest_mark_is_not_in_force() -> None:
     history = [HistoryMessage(s, "user" if s % 2 else "assistant", "w") for s in range(1, 9)]
     anchor = WindowAnchor(1, 5, SummarySnapshot("ahead", 5))  # a fold mark moved back to 3
-    result = cache_aligned_window(
-        reversed(history), LIMITS, folded_through=3, anchor=anchor, headroom=HEADROOM, summary="s"
-    )
+    result = aligned(history, folded_through=3, anchor=anchor, summary="s")
     assert result.outcome == "reanchored" and result.shown == SummarySnapshot("s", 3)
 
 
@@ -111,9 +86,7 @@ def test_the_views_points_carry_the_ttls_given_in_order_and_a_none_leaves_one_ou
     history = [
         HistoryMessage(s, "user" if s % 2 else "assistant", f"m{s} " * 50) for s in range(1, 7)
     ]
-    window = cache_aligned_window(
-        reversed(history), LIMITS, folded_through=0, anchor=None, headroom=HEADROOM
-    ).window
+    window = aligned(history, folded_through=0).window
     view = render_converse(
         window, "now?", "summary " * 10, cache_history=True,
         previous_history_end=previous_history_end(window),
