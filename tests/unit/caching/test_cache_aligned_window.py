@@ -3,13 +3,12 @@ histories, anchors and fold marks."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.unit.caching.windows import HEADROOM, LIMITS, aligned
+from tests.unit.histories import EndlessHistory
 from tests.unit.strategies import histories, message_contents, window_limits
 from worker.caching.anchor import (
     AnchorHeadroom,
@@ -202,22 +201,12 @@ def test_an_unfolded_tail_running_past_the_page_falls_back() -> None:
 
 
 def test_reading_stops_once_the_window_is_chosen() -> None:
-    consumed = 0
-
-    def endless() -> Iterator[HistoryMessage]:
-        nonlocal consumed
-        seq = 10**6
-        while True:
-            consumed += 1
-            yield HistoryMessage(seq, "user" if seq % 2 else "assistant", "c" * 40)
-            seq -= 1
-
     for anchor in (None, WindowAnchor(10**6 - 21, 10**6 - 13), WindowAnchor(7, 10**6 - 13)):
-        consumed = 0
+        history = EndlessHistory(10**6, "assistant", "c" * 40)
         cache_aligned_window(
-            endless(), LIMITS, folded_through=10**6 - 13, anchor=anchor, headroom=HEADROOM
+            iter(history), LIMITS, folded_through=10**6 - 13, anchor=anchor, headroom=HEADROOM
         )
-        assert consumed <= LIMITS.max_messages + 1
+        assert history.read <= LIMITS.max_messages + 1
 
 
 def test_a_negative_headroom_is_refused() -> None:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.unit.histories import EndlessHistory
 from tests.unit.strategies import histories, message_contents, window_limits
 from worker.memory import (
     HistoryMessage,
@@ -166,19 +166,10 @@ def test_the_limits_come_from_the_settings(limits: WindowLimits, expected_kept: 
 
 
 def test_reading_stops_once_the_window_is_closed() -> None:
-    consumed = 0
-
-    def endless() -> Iterator[HistoryMessage]:
-        nonlocal consumed
-        seq = 10**9
-        while True:
-            consumed += 1
-            yield HistoryMessage(seq=seq, role="assistant" if seq % 2 else "user", content="c")
-            seq -= 1
-
-    window = bound_history(endless(), DEFAULTS)
+    history = EndlessHistory(10**9, "user", "c")
+    window = bound_history(iter(history), DEFAULTS)
     assert window.kept <= DEFAULTS.max_messages
-    assert consumed <= DEFAULTS.max_messages + 1
+    assert history.read <= DEFAULTS.max_messages + 1
 
 
 # --- why the window ends where it does -------------------------------------------------
