@@ -324,21 +324,20 @@ class Settings(BaseSettings):
         # headroom's defaults put no floor under a sliding window's budget.
         if self.history_window_mode != "cache-aligned":
             return self
-        if self.history_window_anchor_headroom_tokens >= self.history_window_max_tokens:
-            raise ValueError(
-                "HISTORY_WINDOW_ANCHOR_HEADROOM_TOKENS "
-                f"({self.history_window_anchor_headroom_tokens}) must be below "
-                f"HISTORY_WINDOW_MAX_TOKENS ({self.history_window_max_tokens}): the headroom "
-                "is room left inside the budget, and the window must keep some to re-anchor"
-            )
-        if self.history_window_anchor_headroom_messages >= self.history_window_max_messages:
-            raise ValueError(
-                "HISTORY_WINDOW_ANCHOR_HEADROOM_MESSAGES "
-                f"({self.history_window_anchor_headroom_messages}) must be below "
-                f"HISTORY_WINDOW_MAX_MESSAGES ({self.history_window_max_messages}): the "
-                "headroom is room left inside the budget, and the window must keep some to "
-                "re-anchor"
-            )
+        for unit, headroom, budget in (
+            ("TOKENS", self.history_window_anchor_headroom_tokens, self.history_window_max_tokens),
+            (
+                "MESSAGES",
+                self.history_window_anchor_headroom_messages,
+                self.history_window_max_messages,
+            ),
+        ):
+            if headroom >= budget:
+                raise ValueError(
+                    f"HISTORY_WINDOW_ANCHOR_HEADROOM_{unit} ({headroom}) must be below "
+                    f"HISTORY_WINDOW_MAX_{unit} ({budget}): the headroom is room left inside "
+                    "the budget, and the window must keep some to re-anchor"
+                )
         return self
 
     log_format: Literal["json", "console"] = Field(
