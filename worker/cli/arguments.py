@@ -42,6 +42,16 @@ def conversation_id(text: str) -> str:
     return text
 
 
+def add_conversation(parser: argparse.ArgumentParser) -> None:
+    """The ``--conversation ID`` every command about one conversation takes."""
+    parser.add_argument(
+        "--conversation",
+        required=True,
+        type=conversation_id,
+        help="the conversation (matter) id",
+    )
+
+
 def _whole_number(text: str) -> int | None:
     try:
         return int(text)

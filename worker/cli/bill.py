@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 from functools import partial
 
+from worker.cli.arguments import add_conversation
 from worker.cli.operator import run_operator
 
 HELP = """\
@@ -28,7 +29,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="the model's bill for a conversation, turn by turn (reads only)",
         description=HELP,
     )
-    bill.add_argument("--conversation", required=True, help="the conversation (matter) id")
+    add_conversation(bill)
     bill.add_argument("--json", action="store_true", help="print the bill as one JSON object")
     bill.set_defaults(execute=partial(run_operator, run_bill))
 

@@ -8,7 +8,7 @@ import argparse
 import sys
 from functools import partial
 
-from worker.cli.arguments import conversation_id
+from worker.cli.arguments import add_conversation
 from worker.cli.operator import run_operator
 
 HELP = """\
@@ -29,12 +29,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="remove every copy the stage made of a conversation (counts only, never content)",
         description=HELP,
     )
-    erase.add_argument(
-        "--conversation",
-        required=True,
-        type=conversation_id,
-        help="the conversation (matter) id",
-    )
+    add_conversation(erase)
     erase.add_argument(
         "--dry-run", action="store_true", help="count what a run would remove; remove nothing"
     )

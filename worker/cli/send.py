@@ -10,6 +10,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import TextIO
 
+from worker.cli.arguments import add_conversation
 from worker.cli.operator import converse_queue_url, run_operator
 
 EXIT_USAGE = 2  # as argparse exits on a bad argument
@@ -24,7 +25,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "`worker send --conversation matter-1187 < question.txt`, or type it and end with "
         "Ctrl-D. One trailing newline is dropped.",
     )
-    send.add_argument("--conversation", required=True, help="the conversation (matter) id")
+    add_conversation(send)
     send.add_argument("--command-id", help="the idempotency key (default: a new UUID)")
     send.add_argument(
         "message",

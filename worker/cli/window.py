@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 from functools import partial
 
+from worker.cli.arguments import add_conversation
 from worker.cli.operator import run_operator
 
 HELP = """\
@@ -29,7 +30,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="what the next turn would send for a conversation (reads only)",
         description=HELP,
     )
-    window.add_argument("--conversation", required=True, help="the conversation (matter) id")
+    add_conversation(window)
     window.add_argument(
         "--mode",
         choices=("sliding", "cache-aligned"),
