@@ -10,7 +10,8 @@ renewal, no dead-letter handling, no fold requests.
 
 Run as its own process with the worker's environment (``python -m
 bench.contenders.naive_consumer``); SIGTERM stops it after the message in hand, SIGUSR1 writes its
-counts to ``BENCH_STATS_PATH``.
+counts to ``BENCH_STATS_PATH``; with ``BENCH_CALL_LOG`` set it logs its calls' times there
+(:mod:`bench.contenders.calllog`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import boto3
 from botocore.config import Config
 
 from bench.contenders.callcount import CallCounter, install_snapshot_handler
+from bench.contenders.calllog import call_log_from_environment, write_call_log
 from worker.adapters.dynamodb import history_page, history_page_query
 from worker.errors import RejectedCommand
 from worker.planning import plan_turn
@@ -36,6 +38,10 @@ def main() -> int:
     counter = CallCounter()
     sqs = counter.attach(boto3.client("sqs", config=retries))
     dynamodb = counter.attach(boto3.client("dynamodb", config=retries))
+    calls = call_log_from_environment()
+    if calls is not None:
+        calls.attach(sqs)
+        calls.attach(dynamodb)
     writer = install_snapshot_handler(counter)
     running = True
 
@@ -71,6 +77,7 @@ def main() -> int:
     finally:
         if writer is not None:
             writer.write()
+        write_call_log(calls)
     return 0
 
 
