@@ -21,6 +21,7 @@ from worker.consumer.pacing import ConsumerPolicy
 from worker.delivery.outcomes import Done, Outcome, Rejected, Retry
 from worker.errors import StoreUnavailable
 from worker.ports import DeleteFailure, ReceivedMessage, SendOptions
+from worker.timing import REQUEST_WRITE_PASSES, yield_passes
 
 
 def highest(low: float, high: float) -> float:
@@ -558,3 +559,32 @@ async def test_a_stop_between_polls_returns_at_once(run: Run) -> None:
     run.start(policy())
     await run.stop_at(0.25)  # inside the 0.5 s backoff, no poll under way
     assert run.stopped_at == 0.25
+
+
+async def test_the_turns_just_received_make_their_first_requests_before_the_next_poll(
+    run: Run,
+) -> None:
+    """GIVEN two messages received together, and turns that make their first request (the
+    Query) at once and their second (the claim) only once the first is written
+    (``REQUEST_WRITE_PASSES`` later), THEN both turns have made both requests before the
+    consumer asks for the next batch: the next poll's request is not built ahead of them."""
+    order: list[str] = []
+
+    async def handle(message: ReceivedMessage) -> Outcome:
+        order.append(f"{message.message_id} query")
+        await yield_passes(REQUEST_WRITE_PASSES)
+        order.append(f"{message.message_id} claim")
+        await run.clock.sleep(1.0)
+        return Done()
+
+    async def receive(max_messages: int, wait_seconds: int) -> list[ReceivedMessage]:
+        order.append("poll")
+        return await unrecorded(max_messages, wait_seconds)
+
+    unrecorded = run.queue.receive
+    run.queue.receive = receive  # type: ignore[method-assign]
+    run.stage.handle = handle  # type: ignore[method-assign]
+    run.queue.put(*messages(2))
+    run.start(policy())
+    await run.stop_at(0.5)
+    assert order[:6] == ["poll", "m0 query", "m1 query", "m0 claim", "m1 claim", "poll"]
