@@ -193,15 +193,25 @@ async def one_contender(
     per_operation: dict[str, float] = {}
     for call in measured:
         per_operation[call.operation] = per_operation.get(call.operation, 0) + 1 / len(commands)
-    example = sorted(timelines, key=lambda t: t["arrival"].ended)[len(timelines) // 2]
+    ordered = sorted(timelines, key=lambda t: t["arrival"].ended)
+    example, slowest = ordered[len(ordered) // 2], ordered[-1]
+    arrivals = [t["arrival"].ended for t in ordered]
     return {
         "kind": kind,
         "rate": rate,
         "commands": len(commands),
         "summary": summarise(timelines),
         "calls_per_command": per_operation,
+        "arrival_ms": {
+            q: arrivals[min(len(arrivals) - 1, int(q / 100 * len(arrivals)))] for q in (50, 90, 99)
+        },
         "example": {step: [s.began, s.ended, s.shared] for step, s in example.items()},
         "drawn": draw(example),
+        "slowest": draw(slowest),
+        "timelines": [
+            {step: [round(s.began, 2), round(s.ended, 2), s.shared] for step, s in t.items()}
+            for t in timelines
+        ],
     }
 
 
@@ -259,6 +269,8 @@ def main(argv: Sequence[str] | None = None) -> int:
               + ", ".join(f"{k} {v:.2f}" for k, v in sorted(calls.items())))  # fmt: skip
         print("a median command:")
         print(*result["drawn"], sep="\n")
+        print("the slowest command:")
+        print(*result["slowest"], sep="\n")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
