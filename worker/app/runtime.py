@@ -40,7 +40,7 @@ from worker.telemetry.metrics import (
 from worker.telemetry.tracing import get_tracer
 from worker.timing import LoopClock
 from worker.turn.payloads import OffloadingSender, PayloadKind
-from worker.turn.stage import ConverseStage
+from worker.turn.stage import ConverseStage, History
 
 if TYPE_CHECKING:  # the stubs are a dev dependency: nothing of them runs
     from types_aiobotocore_dynamodb import DynamoDBClient
@@ -149,10 +149,11 @@ def build_stage(
     visibility_timeout: int,
     model_queue: MessageSender | None = None,
     ledger: CommandLedger | None = None,
+    history: History | None = None,
 ) -> ConverseStage:
     """The stage over the real adapters; command leases last one visibility timeout."""
     return ConverseStage(
-        history=DynamoHistoryStore(clients.dynamodb, settings.history_table),
+        history=history or DynamoHistoryStore(clients.dynamodb, settings.history_table),
         ledger=ledger or command_ledger(clients.dynamodb, settings),
         model_queue=offloading(
             model_queue or SqsQueue(clients.sqs, settings.model_queue_url),
