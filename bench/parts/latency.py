@@ -125,6 +125,8 @@ async def one_row(
     latencies = [
         drain.arrivals[c.command_id].arrived_ms - sent_at[c.command_id] * 1000 for c in commands
     ]
+    sends = [[sent_at[c.command_id], round(x, 1)] for c, x in zip(commands, latencies, strict=True)]
+    (WORK_DIR / f"{tag}.latencies.json").write_text(json.dumps(sends), encoding="utf-8")
     say(f"  {tag}: {count} commands at {rate:g}/s: p50 {percentile(latencies, 50):.1f} ms, "
         f"p99 {percentile(latencies, 99):.1f} ms")  # fmt: skip
     return {
@@ -257,17 +259,19 @@ async def run(
     seconds: float,
     rounds: int,
     say: Say,
+    only: Sequence[str] | None = None,
 ) -> dict[str, Any]:
-    """Every row at its load, ``rounds`` times interleaved: {rates, rounds, results,
-    round_trips, floor (with the latency)}."""
+    """Every row at its load (``only`` these loads, if given), ``rounds`` times interleaved:
+    {rates, rounds, results, round_trips, floor (with the latency)}."""
     regime = DELAYED if servers.round_trips else DIRECT
+    rows = [(kind, load) for kind, load in ROWS[regime] if only is None or load in only]
     far = "-lat" if servers.round_trips else ""
     say(f"part 4: latency at a fixed offered load{' with the latency' if far else ''}, "
         f"{rounds} round(s)")  # fmt: skip
-    runs: dict[tuple[str, str], list[dict[str, Any]]] = {row: [] for row in ROWS[regime]}
+    runs: dict[tuple[str, str], list[dict[str, Any]]] = {row: [] for row in rows}
     stops: list[asyncio.Task[Any]] = []
     for round_number in range(1, rounds + 1):
-        for kind, load in ROWS[regime]:
+        for kind, load in rows:
             rate = loads[load]
             span = LIGHT_SECONDS if load == "light" else seconds
             result = await one_row(
@@ -297,9 +301,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="rounds, interleaved (3)")
     parser.add_argument("--seconds", type=float, default=20.0, help="per row and round (20)")
     parser.add_argument("--conversations", type=int, default=200, help="seeded (200)")
+    parser.add_argument(
+        "--loads",
+        type=lambda text: text.split(","),
+        help="only these loads, e.g. light,low (all); not with --write",
+    )
     parser.add_argument("--write", action="store_true",
                         help="into docs/benchmarks/results.json, and render the pages")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.write and args.loads:
+        parser.error("--write renders every row: give no --loads")
     from bench.reports import report
 
     document = json.loads(report.RESULTS.read_text(encoding="utf-8"))  # part 3's figures
@@ -324,7 +335,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 loads = rates(document.get(key, {}).get("summary"), regime)
                 out["latency" + ("_delayed" if regime == DELAYED else "")] = await run(
                     clients, fleets[regime], conversations, text, loads=loads,
-                    seconds=args.seconds, rounds=args.rounds, say=say,
+                    seconds=args.seconds, rounds=args.rounds, say=say, only=args.loads,
                 )  # fmt: skip
             return out
 

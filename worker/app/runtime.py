@@ -21,7 +21,7 @@ from worker.adapters.probes import TableProbe
 from worker.adapters.s3 import S3ObjectStore
 from worker.adapters.sqs import QueueDescription, SqsQueue
 from worker.app.batched_turns import batched_turns
-from worker.app.startup import resource_checks, run_checks
+from worker.app.startup import resource_checks, run_checks, settle_heap
 from worker.consumer.loop import Consumer
 from worker.logs import get_logger
 from worker.ports import CommandLedger, MessageSender
@@ -292,6 +292,7 @@ async def run_worker(
             liveness=ops.liveness,
             probes={"dynamodb": TableProbe(clients.dynamodb, settings.history_table)},
         )
+        settle_heap()
         try:
             await consumer.run(stopping)
         finally:

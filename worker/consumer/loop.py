@@ -98,6 +98,8 @@ class Consumer:
             policy=policy,
             clock=clock,
             jitter=jitter,
+            # A delete waits for those of the messages still in hand, and only for them.
+            coming=lambda: len(self._in_flight),
         )
         self._outages = Outages(
             clock=clock, jitter=jitter, probes=probes, on_change=self._telemetry.dependency
@@ -216,6 +218,7 @@ class Consumer:
         message = self._in_flight.pop(task, None)
         if message is not None:
             self._leases.drop(message.message_id)
+            self._outcomes.nudge()  # one fewer delete to wait for
 
     async def _process(self, message: ReceivedMessage, received_at: float) -> None:
         with (
