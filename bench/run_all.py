@@ -8,6 +8,7 @@ One run, on this machine, every comparison reported as a ratio::
     .venv/bin/python -m bench.run_all --quick    # a smoke run into .bench/quick/
     .venv/bin/python -m bench.run_all --only throughput,latency   # those server parts, into
                                                  # .bench/partial/results.json, no report
+    .venv/bin/python -m bench.parts.latency --write   # part 4 alone, into the docs (~25 min)
 
 The parts, each module's docstring saying how it measures:
 
@@ -19,8 +20,9 @@ The parts, each module's docstring saying how it measures:
    pure API replay, against the servers as they are and with a network round trip injected
    per request (:mod:`localaws.proxy`), there also two worker processes on one stack
    (:mod:`bench.parts.throughput`);
-4. send-to-arrival latency at a fixed offered load, in both regimes
-   (:mod:`bench.parts.latency`);
+4. send-to-arrival latency at a fixed offered load, in both regimes, with the latency also
+   at a firm's light loads (2/s, 8/s) and the critical path's floor
+   (:mod:`bench.parts.latency`; the light-load path call by call: :mod:`bench.parts.timeline`);
 5. a py-spy profile of the worker under load, in both regimes (:mod:`bench.parts.profiling`);
 6. the fold gap: unfolded messages outside the window (:mod:`bench.parts.fold_gap`; the
    worker's own rules as a model, no servers);
@@ -94,13 +96,14 @@ class Plan:
     naive_commands: int
     naive_delayed_commands: int  # the naive consumer with the latency: a few per second
     latency_seconds: float
+    latency_rounds: int
     profile_seconds: float
 
     @staticmethod
     def make(quick: bool) -> Plan:
         if quick:
-            return Plan(True, 40, (10, 100, 1_000, 10_000), 3, 5, 1, 400, 120, 80, 5, 0)
-        return Plan(False, 200, cost_per_turn.LENGTHS, 15, 20, 3, 1000, 300, 200, 20, 10)
+            return Plan(True, 40, (10, 100, 1_000, 10_000), 3, 5, 1, 400, 120, 80, 5, 1, 0)
+        return Plan(False, 200, cost_per_turn.LENGTHS, 15, 20, 3, 1000, 300, 200, 20, 3, 10)
 
     def load_all_samples(self, length: int) -> int:
         if length >= 100_000:
@@ -160,10 +163,10 @@ async def run_parts(
             results["throughput"], results["throughput_delayed"] = regimes[DIRECT], regimes[DELAYED]
         for regime, suffix in ((DIRECT, ""), (DELAYED, "_delayed")):
             if "latency" in parts:
-                loads = latency.rates(regimes.get(regime, {}).get("summary"))
+                loads = latency.rates(regimes.get(regime, {}).get("summary"), regime)
                 results[f"latency{suffix}"] = await latency.run(
                     clients, fleets[regime], conversations, text, loads=loads,
-                    seconds=plan.latency_seconds, say=say,
+                    seconds=plan.latency_seconds, rounds=plan.latency_rounds, say=say,
                 )  # fmt: skip
             if "profile" in parts:
                 results[f"profile{suffix}"] = await profiling.run(

@@ -107,3 +107,23 @@ async def wait_all_within(clock: Clock, futures: Collection[F], seconds: float) 
             async with clock.timeout(seconds):
                 await asyncio.wait(futures)
     return {future for future in futures if not future.done()}
+
+
+async def discard(task: asyncio.Task[Any]) -> None:
+    """Cancel ``task`` if it is still running and wait for it to end, whatever it ends
+    with: its failure, if any, is retrieved and dropped."""
+    task.cancel()
+    await asyncio.wait({task})
+    if not task.cancelled():
+        task.exception()
+
+
+#: Loop passes from making a request to its bytes on the socket: aiohttp writes a request's
+#: body from a task of its own, a pass after the request is made (Python 3.11).
+REQUEST_WRITE_PASSES = 2
+
+
+async def yield_passes(passes: int) -> None:
+    """Let the tasks ready now take ``passes`` steps before this one goes on."""
+    for _ in range(passes):
+        await asyncio.sleep(0)

@@ -19,10 +19,12 @@ at exit) it writes them, its CPU time and its peak RSS as JSON to ``BENCH_STATS_
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import resource
 import signal
+import time
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from typing import Any
@@ -184,18 +186,51 @@ def rusage() -> dict[str, float]:
     return {"cpu_seconds": usage.ru_utime + usage.ru_stime}
 
 
+class GcPauses:
+    """The garbage collector's pauses in this process, by generation: how many, and the
+    longest (ms). A full collection stops every turn of an event loop at once."""
+
+    def __init__(self) -> None:
+        self.counts = [0, 0, 0]
+        self.longest_ms = [0.0, 0.0, 0.0]
+        #: Pauses of 5 ms or more: (wall clock at its start, generation, ms).
+        self.long: list[tuple[float, int, float]] = []
+        self._began = 0.0
+        gc.callbacks.append(self._callback)
+
+    def _callback(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._began = time.perf_counter()
+            return
+        generation = info["generation"]
+        self.counts[generation] += 1
+        pause = 1000 * (time.perf_counter() - self._began)
+        self.longest_ms[generation] = max(self.longest_ms[generation], pause)
+        if pause >= 5.0:
+            self.long.append((time.time() - pause / 1000, generation, round(pause, 1)))
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "gc_counts": list(self.counts),
+            "gc_longest_ms": list(self.longest_ms),
+            "gc_long_pauses": list(self.long),
+        }
+
+
 class SnapshotWriter:
-    """Writes ``{seq, counts, cpu, rss, extra}`` to ``path`` atomically, seq increasing."""
+    """Writes ``{seq, counts, cpu, rss, gc, extra}`` to ``path`` atomically, seq increasing."""
 
     def __init__(self, path: str, counter: CallCounter) -> None:
         self.path = path
         self.counter = counter
+        self.gc = GcPauses()
         self.seq = 0
         self.extra: dict[str, Any] = {}
 
     def write(self) -> None:
         self.seq += 1
-        document = {"seq": self.seq, "pid": os.getpid(), **rusage(), **self.counter.snapshot()}
+        document = {"seq": self.seq, "pid": os.getpid(), **rusage(), **self.counter.snapshot(),
+                    **self.gc.snapshot()}  # fmt: skip
         document.update(self.extra)
         tmp = f"{self.path}.tmp"
         with open(tmp, "w", encoding="utf-8") as out:

@@ -36,6 +36,8 @@ class Contender:
     stats_path: Path
     log_path: Path
     process: subprocess.Popen[bytes] | None = None
+    #: Where it runs: this checkout, or another one's (its own code and venv).
+    cwd: Path = REPO_ROOT
     _seq: int = 0
     _log: Any = field(default=None, repr=False)
 
@@ -48,7 +50,7 @@ class Contender:
             env={**self.env, "BENCH_STATS_PATH": str(self.stats_path)},
             stdout=self._log,
             stderr=subprocess.STDOUT,
-            cwd=REPO_ROOT,
+            cwd=self.cwd,
         )
 
     @property
@@ -118,19 +120,31 @@ def _proc(pid: int) -> dict[str, Any]:
     }
 
 
-def process(module: str, env: dict[str, str], workdir: Path, name: str, *args: str) -> Contender:
-    """``python -m <module> <args>`` with ``env``, its stats and log under ``workdir``."""
+def process(
+    module: str,
+    env: dict[str, str],
+    workdir: Path,
+    name: str,
+    *args: str,
+    checkout: Path | None = None,
+) -> Contender:
+    """``python -m <module> <args>`` with ``env``, its stats and log under ``workdir``: this
+    checkout's, or ``checkout``'s (run from there with its own ``.venv``)."""
+    python = sys.executable if checkout is None else str(checkout / ".venv" / "bin" / "python")
     return Contender(
         name,
-        [sys.executable, "-m", module, *args],
+        [python, "-m", module, *args],
         env,
         workdir / f"{name}.stats.json",
         workdir / f"{name}.log",
+        cwd=checkout or REPO_ROOT,
     )
 
 
-def worker(env: dict[str, str], workdir: Path, name: str = "worker") -> Contender:
-    return process("bench.contenders.worker_process", env, workdir, name)
+def worker(
+    env: dict[str, str], workdir: Path, name: str = "worker", *, checkout: Path | None = None
+) -> Contender:
+    return process("bench.contenders.worker_process", env, workdir, name, checkout=checkout)
 
 
 def diff(after: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:

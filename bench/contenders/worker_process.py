@@ -1,11 +1,13 @@
 """``worker run`` with its AWS calls counted: the worker process the benchmarks measure.
 
 It is ``worker.cli.main(["run"])`` itself (same settings from the environment, same
-logging, same event loop choice, same signals) with two additions:
+logging, same event loop choice, same signals) with these additions:
 
 - every aioboto3 client the worker opens gets a :class:`bench.contenders.callcount.CallCounter`;
 - SIGUSR1 writes a snapshot (calls, CPU seconds, peak RSS) to ``BENCH_STATS_PATH``,
-  and one more is written when the worker exits.
+  and one more is written when the worker exits;
+- with ``BENCH_CALL_LOG`` set, every call's times go to that file at exit
+  (:mod:`bench.contenders.calllog`).
 
 ``BENCH_CONSUMED_CAPACITY=1`` asks DynamoDB to return the capacity each Query and
 UpdateItem consumed.
@@ -25,19 +27,25 @@ from typing import Any
 import worker.app.runtime as runtime
 import worker.cli
 from bench.contenders.callcount import CallCounter, install_snapshot_handler
+from bench.contenders.calllog import call_log_from_environment, write_call_log
 
 
 def main() -> int:
     counter = CallCounter(consumed_capacity=os.environ.get("BENCH_CONSUMED_CAPACITY") == "1")
     writer = install_snapshot_handler(counter)
+    calls = call_log_from_environment()
     original_clients = runtime.aws_clients
     original_run = runtime.run_worker
 
     @contextlib.asynccontextmanager
     async def counted_clients(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
         async with original_clients(*args, **kwargs) as clients:
-            for client in (clients.sqs, clients.dynamodb, clients.s3):
+            # The receives have a client of their own (no retries): counted like the rest.
+            receive = clients.sqs_receive
+            for client in (clients.sqs, clients.dynamodb, clients.s3, *filter(None, [receive])):
                 counter.attach(client)
+                if calls is not None:
+                    calls.attach(client)
             yield clients
 
     async def run_worker(settings: Any, stopping: asyncio.Event) -> None:
@@ -52,6 +60,7 @@ def main() -> int:
     finally:
         if writer is not None:
             writer.write()
+        write_call_log(calls)
 
 
 if __name__ == "__main__":

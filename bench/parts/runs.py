@@ -4,7 +4,7 @@ and the contender's environment, the contender of each kind, its warm-up."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,10 +46,15 @@ def make(
     name: str,
     conversations: dict[str, Conversation],
     commands: Sequence[Command],
+    checkouts: Mapping[str, Path] | None = None,
 ) -> Contender:
     """The contender of ``kind`` for one run: ``worker``, ``naive``, ``replay``, or
-    ``worker-x2`` (two worker processes on one stack). The replay gets the stage's
-    payloads of ``commands`` (warm-up and measured) precomputed."""
+    ``worker-x2`` (two worker processes on one stack), or ``worker@<label>``: the worker of
+    the checkout ``checkouts[label]``. The replay gets the stage's payloads of ``commands``
+    (warm-up and measured) precomputed."""
+    if kind.startswith("worker@"):
+        checkout = (checkouts or {})[kind.removeprefix("worker@")]
+        return contenders.worker(env, WORK_DIR, name, checkout=checkout)
     if kind == "naive":
         return contenders.process("bench.contenders.naive_consumer", env, WORK_DIR, name)
     if kind == "replay":

@@ -21,7 +21,8 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from bench.contenders import contenders
@@ -96,9 +97,12 @@ async def one_run(
     round_number: int,
     count: int,
     say: Say,
+    checkouts: Mapping[str, Path] | None = None,
 ) -> dict[str, Any]:
-    """One contender, one round, one regime: fresh queues, warm-up, measured commands."""
-    tag = f"{kind}{'-lat' if servers.round_trips else ''}-r{round_number}"
+    """One contender, one round, one regime: fresh queues, warm-up, measured commands
+    (``checkouts``: where the ``worker@<label>`` contenders' code is)."""
+    label = kind.replace("@", "-")
+    tag = f"{label}{'-lat' if servers.round_trips else ''}-r{round_number}"
     pool = list(conversations.values())
     # Every contender finds the fold state as seeded: nothing pending.
     await put_items(clients.dynamodb, TABLE, [state_item(c) for c in pool])
@@ -107,7 +111,7 @@ async def one_run(
     commands = make_commands(tag, pool, count, text, seed=100 + round_number)
     processes = 2 if kind == "worker-x2" else 1
     window = 20 if kind == "naive" else processes * (CONCURRENCY + 10)
-    contender = make(kind, child, tag, conversations, [*warmup, *commands])
+    contender = make(kind, child, tag, conversations, [*warmup, *commands], checkouts)
     url = env["CONVERSE_QUEUE_URL"]
     pids = {"moto_cpu": servers.moto_pid, "dynalite_cpu": servers.dynalite_pid,
             "proxy_cpu": servers.proxy_pid, "driver_cpu": os.getpid()}  # fmt: skip

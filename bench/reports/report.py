@@ -20,6 +20,7 @@ from bench.reports import (
     fold_gap,
     model_bill,
     observed_bill,
+    part4,
     report_latency,
     scaling,
     sections,
@@ -74,6 +75,7 @@ def targets(doc: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
                 f"{purposes['compaction']:.3f} for fold requests); idempotency writes "
                 f"{purposes['idempotency']:.2f} more", other <= 1.5))  # fmt: skip
     out += report_latency.targets(doc)
+    out += part4.targets(doc)
     out += fold_gap.targets(doc["fold_gap"])
     if "telemetry" in doc:
         out.append(telemetry.target_line(doc["telemetry"], full_load_cpu_ms(doc)))
@@ -128,7 +130,7 @@ def markdown(doc: dict[str, Any], out_dir: Path, out_doc: Path) -> str:
     parts = [
         sections.part1(doc, rel), sections.part1b(doc), sections.part2(doc, rel),
         sections.part3(doc, rel), report_latency.injected_section(doc, rel),
-        sections.part4(doc, rel), sections.part5(doc), fold_gap.section(doc["fold_gap"]),
+        part4.section(doc, rel), sections.part5(doc), fold_gap.section(doc["fold_gap"]),
         telemetry.markdown(doc["telemetry"], full_load_cpu_ms(doc)) if "telemetry" in doc else [],
         model_bill.section(doc["model_bill"], rel),
         observed_bill.section(doc["observed_bill"], rel), notes(doc),
@@ -205,10 +207,16 @@ def write(doc: dict[str, Any], out_doc: Path, *, capacity: bool = True) -> None:
 
 def rewrite_with(key: str, figures: dict[str, Any]) -> None:
     """Replace one part's figures in the last ``make bench`` results and re-render the doc."""
+    rewrite_parts({key: figures})
+
+
+def rewrite_parts(parts: dict[str, Any], *, capacity: bool = False) -> None:
+    """Replace these parts' figures (by key) in the last ``make bench`` results and re-render
+    the doc, and with ``capacity`` the SCALING.md beside it."""
     document = json.loads(RESULTS.read_text(encoding="utf-8"))
-    document[key] = figures
+    document.update(parts)
     RESULTS.write_text(json.dumps(document, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    write(document, DOC, capacity=False)
+    write(document, DOC, capacity=capacity)
     print(f"wrote {RESULTS.relative_to(REPO_ROOT)} and {DOC.relative_to(REPO_ROOT)}")
 
 

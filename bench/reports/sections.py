@@ -272,44 +272,6 @@ def integrity(summary: dict[str, Any]) -> str:
     )
 
 
-def latency_table(lat: dict[str, Any]) -> list[str]:
-    heads = ["consumer", "offered /s", "achieved /s", "commands", "p50 ms", "p95 ms", "p99 ms",
-             "max ms", "calls / command", "CPU ms / command"]  # fmt: skip
-    return table(heads, (
-        [NAMES[r["kind"]], f"{r['offered_per_second']:g}", f"{r['achieved_per_second']:.1f}",
-         f"{r['commands']:,}", ms(r["p50_ms"]), ms(r["p95_ms"]), ms(r["p99_ms"]), ms(r["max_ms"]),
-         f"{sum(r['calls_per_command'].values()):.2f}", f"{r['cpu_ms_per_command']:.2f}"]
-        for r in lat["results"]
-    ))  # fmt: skip
-
-
-def part4(doc: dict[str, Any], rel: str) -> list[str]:
-    lat = doc["latency"]
-    lines = [
-        "## 4. Latency at a fixed offered load",
-        "",
-        f"Open-loop load; loads {lat['rates']['low']:g}/s (half the naive consumer's measured "
-        f"throughput, run by both) and {lat['rates']['high']:g}/s (40% of the worker's).",
-        "",
-        *latency_table(lat),
-        "",
-        f"![latency]({rel}/latency.png)",
-    ]
-    far = doc.get("latency_delayed")
-    if far:
-        t = far["round_trips"] or {}
-        lines += [
-            "",
-            f"With the injected latency (SQS {t.get('sqs_ms', 0):g} ms, DynamoDB "
-            f"{t.get('dynamodb_ms', 0):g} ms a round trip), loads {far['rates']['low']:g}/s "
-            f"and {far['rates']['high']:g}/s, chosen the same way from that regime's "
-            "throughput (distributions: the plot beside part 3b):",
-            "",
-            *latency_table(far),
-        ]
-    return lines
-
-
 def profile_tables(profile: dict[str, Any] | None, regime: str) -> list[str]:
     if not profile or not profile.get("samples"):
         error = (profile or {}).get("error")

@@ -15,7 +15,7 @@ from typing import Any, Unpack
 import pytest
 
 from tests.integration.conftest import Stack, exchanges, running_worker
-from worker.adapters.dynamodb import STAGE_STATE_ATTRIBUTES
+from worker.adapters.dynamodb import STAGE_STATE_ATTRIBUTES, DynamoHistoryStore
 from worker.adapters.sqs import SqsQueue
 from worker.app.runtime import build_stage, command_ledger
 from worker.cli.erase_operations import erase as erase_conversation
@@ -27,6 +27,7 @@ from worker.ports import (
     CommandHold,
     CommandLedger,
     ForwardingLedger,
+    HistoryPage,
     MessageSender,
     ReceivedMessage,
     SendOptions,
@@ -233,6 +234,26 @@ class HeldLedger(ForwardingLedger):
         return claim
 
 
+class HeldHistory(DynamoHistoryStore):
+    """The real history table; once ``armed``, the next page read waits for ``released``
+    before it is made."""
+
+    def __init__(self, client: Any, table: str) -> None:
+        super().__init__(client, table)
+        self.armed = False
+        self.reached = asyncio.Event()
+        self.released = asyncio.Event()
+
+    async def load_page(
+        self, conversation_id: str, limit: int, *, older_than: str | None = None
+    ) -> HistoryPage:
+        if self.armed:
+            self.armed = False
+            self.reached.set()
+            await self.released.wait()
+        return await super().load_page(conversation_id, limit, older_than=older_than)
+
+
 class HeldSends:
     """The real model queue; the prompt of ``command_id`` (offloaded already) waits for
     ``released`` before it is sent."""
@@ -260,23 +281,29 @@ async def erase_in_process(stack: Stack, settings: Settings) -> dict[str, int]:
     return removed((await erase_conversation(stores, A, dry_run=False)).counts())
 
 
-@pytest.mark.parametrize("held", ["after its claim", "after its offload, before its send"])
+@pytest.mark.parametrize(
+    "held", ["before its read", "after its claim", "after its offload, before its send"]
+)
 async def test_a_turn_racing_an_erase_leaves_only_what_the_next_run_removes(
     stack: Stack, held: str
 ) -> None:
     """GIVEN a conversation served once (record, prompt object, fold mark, anchor and summary
-    snapshot stored) and a second turn of it held at a point of its walk, WHEN an erase runs
-    there and the turn is then let go, THEN what the turn wrote after the erase read its part
-    (its done mark, its offloaded prompt, a new fold mark, anchor and snapshot) lies where the
-    erase looks: a second run removes it all, and a third removes nothing."""
+    snapshot stored) and a second turn of it held at a point of its walk (its history is read
+    beside its claim: held after its claim, it has read), WHEN an erase runs there and the
+    turn is then let go, THEN what the turn wrote after the erase read its part (its done
+    mark, its offloaded prompt, a new fold mark, anchor and snapshot) lies where the erase
+    looks: a second run removes it all, and a third removes nothing."""
     await stack.seed(A, exchanges(15, chars=100), folded_through=6, summary=f"{SECRET} summary")
     settings = stack.settings(
         history_window_mode="cache-aligned", model_id=MODEL_ID, payload_inline_max_bytes=INLINE_MAX
     )
     model_queue = SqsQueue(stack.clients.sqs, settings.model_queue_url)
     ledger: CommandLedger = command_ledger(stack.clients.dynamodb, settings)
-    gate: HeldLedger | HeldSends
-    if held == "after its claim":
+    history = HeldHistory(stack.clients.dynamodb, settings.history_table)
+    gate: HeldHistory | HeldLedger | HeldSends
+    if held == "before its read":
+        gate = history
+    elif held == "after its claim":
         gate = ledger = HeldLedger(ledger, "c-2")
     else:
         gate = HeldSends(model_queue, "c-2")
@@ -286,8 +313,10 @@ async def test_a_turn_racing_an_erase_leaves_only_what_the_next_run_removes(
         visibility_timeout=60,
         ledger=ledger,
         model_queue=gate if isinstance(gate, HeldSends) else model_queue,
+        history=history,
     )
     assert await stage.handle(received(A, "c-1")) == Done()
+    history.armed = gate is history
     letters: Counter[str | None] = Counter()
     assert (await copies_of(stack, A, letters)).state.keys() >= {"window_summary"}
 
@@ -302,7 +331,7 @@ async def test_a_turn_racing_an_erase_leaves_only_what_the_next_run_removes(
 
     assert during["command_records"] == 2 and during["state_attributes"] > 0
     assert left.records == ("cmd#c-2",)  # the done mark, written after the erase read
-    if held == "after its claim":  # it read the state after the erase: anchors anew
+    if held == "before its read":  # it read the state after the erase: anchors anew
         assert {"window_summary", "compaction_requested_through"} <= set(left.state)
         assert [key.split("/")[2] for key in left.objects] == ["prompt"]
     assert second == {

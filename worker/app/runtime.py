@@ -21,7 +21,7 @@ from worker.adapters.probes import TableProbe
 from worker.adapters.s3 import S3ObjectStore
 from worker.adapters.sqs import QueueDescription, SqsQueue
 from worker.app.batched_turns import batched_turns
-from worker.app.startup import resource_checks, run_checks
+from worker.app.startup import resource_checks, run_checks, settle_heap
 from worker.consumer.loop import Consumer
 from worker.logs import get_logger
 from worker.ports import CommandLedger, MessageSender
@@ -40,7 +40,7 @@ from worker.telemetry.metrics import (
 from worker.telemetry.tracing import get_tracer
 from worker.timing import LoopClock
 from worker.turn.payloads import OffloadingSender, PayloadKind
-from worker.turn.stage import ConverseStage
+from worker.turn.stage import ConverseStage, History
 
 if TYPE_CHECKING:  # the stubs are a dev dependency: nothing of them runs
     from types_aiobotocore_dynamodb import DynamoDBClient
@@ -149,10 +149,11 @@ def build_stage(
     visibility_timeout: int,
     model_queue: MessageSender | None = None,
     ledger: CommandLedger | None = None,
+    history: History | None = None,
 ) -> ConverseStage:
     """The stage over the real adapters; command leases last one visibility timeout."""
     return ConverseStage(
-        history=DynamoHistoryStore(clients.dynamodb, settings.history_table),
+        history=history or DynamoHistoryStore(clients.dynamodb, settings.history_table),
         ledger=ledger or command_ledger(clients.dynamodb, settings),
         model_queue=offloading(
             model_queue or SqsQueue(clients.sqs, settings.model_queue_url),
@@ -291,6 +292,7 @@ async def run_worker(
             liveness=ops.liveness,
             probes={"dynamodb": TableProbe(clients.dynamodb, settings.history_table)},
         )
+        settle_heap()
         try:
             await consumer.run(stopping)
         finally:

@@ -48,6 +48,7 @@ from worker.telemetry.hooks import Telemetry
 from worker.telemetry.liveness import Liveness
 from worker.telemetry.probe import LEASE_HEARTBEAT, RECEIVE_LOOP
 from worker.timing import (
+    REQUEST_WRITE_PASSES,
     Clock,
     Jitter,
     LoopClock,
@@ -55,6 +56,7 @@ from worker.timing import (
     first_done,
     sleep_unless,
     wait_all_within,
+    yield_passes,
 )
 
 log = get_logger()
@@ -96,6 +98,8 @@ class Consumer:
             policy=policy,
             clock=clock,
             jitter=jitter,
+            # A delete waits for those of the messages still in hand, and only for them.
+            coming=lambda: len(self._in_flight),
         )
         self._outages = Outages(
             clock=clock, jitter=jitter, probes=probes, on_change=self._telemetry.dependency
@@ -160,6 +164,10 @@ class Consumer:
             receive_failures = 0
             for message in messages:
                 self._start(message)
+            if messages:
+                # The turns just started send their first requests (the Query, then the
+                # claim) before the next poll's request is built: not behind its CPU.
+                await yield_passes(2 * REQUEST_WRITE_PASSES + 1)
 
     async def _receive(self, max_messages: int, stopping: asyncio.Event) -> list[ReceivedMessage]:
         """One long poll. If the stop comes first, the poll is handed to the stop, which lets
@@ -210,6 +218,7 @@ class Consumer:
         message = self._in_flight.pop(task, None)
         if message is not None:
             self._leases.drop(message.message_id)
+            self._outcomes.nudge()  # one fewer delete to wait for
 
     async def _process(self, message: ReceivedMessage, received_at: float) -> None:
         with (

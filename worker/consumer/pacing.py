@@ -19,9 +19,10 @@ RECEIVE_BACKOFF = Backoff(base=0.5, cap=20.0)
 #: Before each receive while handled messages keep failing: short, but enough that an
 #: outage does not cycle every queued message through its receive count.
 FAILURE_PAUSE = Backoff(base=0.25, cap=5.0)
-#: How long a finished message may wait for nine others before its delete is sent. On no
-#: latency path and holding no slot (the turn is over): long enough that the deletes of
-#: turns finishing in several groups still leave in tens.
+#: How long a finished message's delete may wait for those of the messages still in hand
+#: (it leaves at once when none are): long enough that the deletes of turns finishing in
+#: several groups still leave in tens. It holds no slot (the turn is over), but a delete left
+#: waiting lands on the next lone command's path, so it waits only for deletes to come.
 DELETE_LINGER_SECONDS = 0.2
 #: On stop, the receive under way gets its long-poll wait plus this to bring back what it
 #: holds. SQS ends a poll at its WaitTimeSeconds, so past this no poll of ours is parked.

@@ -1,8 +1,10 @@
 """Settling a message: the consumer acting on the stage's outcome for it.
 
 Each received message yields one :data:`~worker.delivery.outcomes.Outcome`. ``Done``
-deletes it (deletes leave in batches of ten, or after a short linger, and each entry SQS
-refuses is logged);
+deletes it (each entry SQS refuses is logged). Deletes leave in batches of ten: a delete waits
+for those of the messages still being handled (``coming``), up to a short linger, and leaves
+at once when none are, so a lone command's delete is not left to land on the next command's
+path;
 ``Rejected`` sends it to the dead-letter queue with the reason, then deletes it;
 ``Retry`` and ``Failed`` return it to the queue after a delay, by default a jittered backoff
 on its receive count. On a message's last receive (the redrive policy's ``maxReceiveCount``),
@@ -12,7 +14,7 @@ for SQS to move with nothing to say why.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from worker.consumer.leases import Leases, log_refused
 from worker.consumer.pacing import DELETE_LINGER_SECONDS, ConsumerPolicy
@@ -46,6 +48,7 @@ class Outcomes:
         policy: ConsumerPolicy,
         clock: Clock,
         jitter: Jitter,
+        coming: Callable[[], int] | None = None,
     ) -> None:
         self._source = source
         self._dead_letters = dead_letters
@@ -55,9 +58,10 @@ class Outcomes:
         self._deleter: Batcher[ReceivedMessage, None] = Batcher(
             self._delete_batch,
             linger=DELETE_LINGER_SECONDS,
-            max_linger=DELETE_LINGER_SECONDS,  # from the first delete: not on any latency path
+            max_linger=DELETE_LINGER_SECONDS,  # from the first delete
             name="delete-batch",
             clock=clock,
+            coming=coming,
         )
 
     async def act(self, message: ReceivedMessage, outcome: Outcome) -> None:
@@ -79,6 +83,10 @@ class Outcomes:
             case Retry() | Failed():
                 seconds = self._policy.retry_delay(message.receive_count, self._jitter)
                 await self._leases.set_visibility([message], seconds, "clerk.converse_retry_failed")
+
+    def nudge(self) -> None:
+        """A message has been acted on: a delete batch waiting for it looks again."""
+        self._deleter.nudge()
 
     async def close(self) -> None:
         await self._deleter.close()

@@ -1,7 +1,7 @@
 """What a turn logs of its plan: ids, seqs, counts and times, never content.
 
 Every line here describes a :class:`~worker.planning.TurnPlan`; the stage logs it once the
-plan is made, before the prompt is sent.
+plan is made and its prompt sent (or its send failed).
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ from worker.caching.anchor import WindowAnchor
 from worker.delivery.outcomes import Done, Outcome, Rejected, Retry, retry_for
 from worker.errors import RejectedCommand, RetryableError
 from worker.logs import get_logger
-from worker.planning import plan_turn
+from worker.planning import TurnPlan, plan_turn
 from worker.ports import (
     CommandHold,
     CommandLedger,
@@ -47,6 +47,7 @@ from worker.ports import (
 )
 from worker.settings import Settings
 from worker.telemetry import hooks as telemetry
+from worker.timing import REQUEST_WRITE_PASSES, discard, yield_passes
 from worker.turn.commands import ConverseCommand, encode_body, parse_command, prompt_payload
 from worker.turn.payloads import resolve_body
 from worker.turn.plan_log import log_observed, log_plan
@@ -69,6 +70,14 @@ REUSED_ID = "command_id reused for a different message"
 class History(HistoryStore, FoldClaims, WindowAnchors, Protocol):
     """The history table as the stage uses it: read a page, claim a fold request, store the
     cache-aligned window's anchor (that mode only)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Prompt:
+    """A turn's plan and the prompt payload it makes, encoded: ready to send."""
+
+    plan: TurnPlan
+    body: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,9 +150,21 @@ class ConverseStage:
     ) -> Outcome:
         ledger = self._ledger
         hold = CommandHold(command.conversation_id, command.command_id, owner)
-        claim = await ledger.begin(
-            hold, lease=self._lease, now=self._clock(), message=command.message
-        )
+        # The history is read while the ledger answers the claim; the prompt leaves only
+        # once the claim is the turn's. The Query's request is on its way before the claim's
+        # is built: the turn needs its answer for more (the plan, the payload). A read that
+        # is not needed (the claim refused) is cancelled: it writes nothing.
+        reading = asyncio.create_task(self.read(command))
+        try:
+            await yield_passes(REQUEST_WRITE_PASSES)
+            claim = await ledger.begin(
+                hold, lease=self._lease, now=self._clock(), message=command.message
+            )
+        except BaseException:
+            await discard(reading)
+            raise
+        if claim.state != "started":
+            await discard(reading)
         if claim.state == "reused":  # a new question under an old id: never a redelivery
             return Rejected(REUSED_ID)
         if claim.state == "done":
@@ -161,8 +182,9 @@ class ConverseStage:
 
         self._active[message.message_id] = hold
         try:
-            forwarded = await self.forward(command)
+            forwarded = await self.send(command, await reading)
         except BaseException:
+            await discard(reading)  # cancelled with the turn, or failed
             self._active.pop(message.message_id, None)
             with contextlib.suppress(RetryableError):  # else the lease runs out by itself
                 await ledger.abandon(hold)
@@ -207,11 +229,14 @@ class ConverseStage:
         return lost
 
     async def forward(self, command: ConverseCommand) -> Forwarded:
-        """Read the history (one page but in rare cases), plan the turn, log the plan, send
-        the prompt payload; returns the page read and the anchor to store."""
+        """Read the history (one page but in rare cases), plan the turn, send the prompt
+        payload, log the plan; returns the page read and the anchor to store."""
+        return await self.send(command, await self.read(command))
+
+    async def read(self, command: ConverseCommand) -> Prompt:
+        """The turn's plan over the history read, and its prompt payload encoded: reads only,
+        nothing is written or logged."""
         # The pace is read from the command's sent_at; the receive time only without a usable one.
-        if (defect := command.sent_at_defect) is not None:
-            log.warning("clerk.converse_sent_at_ignored", reason=defect)
         sent_at = command.sent_time or self._clock()
         config = self._plan_config
         plan = await read_turn(
@@ -220,26 +245,34 @@ class ConverseStage:
             page_size=self._settings.history_page_size,
             plan=lambda page: plan_turn(page, command.message, sent_at=sent_at, config=config),
         )
-        log_plan(plan)
-        telemetry.bills_dropped(len(plan.page.bills_dropped))
-        if plan.aligned is not None:
-            telemetry.window_anchored(plan.aligned.outcome, plan.aligned.reason)
-        if plan.ttls is not None:
-            telemetry.ttls_chosen(plan.ttls.counts)
-        window = plan.window
         shown = (plan.summary, plan.folded_through)
-        body = encode_body(
-            prompt_payload(
-                command, window, plan.page.state, plan.view, shown=shown, cache=plan.cache
+        payload = prompt_payload(
+            command, plan.window, plan.page.state, plan.view, shown=shown, cache=plan.cache
+        )
+        return Prompt(plan, encode_body(payload))
+
+    async def send(self, command: ConverseCommand, prompt: Prompt) -> Forwarded:
+        """Send the prompt payload, then log the plan (sent or not); returns the page read and
+        the anchor to store."""
+        plan, body = prompt.plan, prompt.body
+        if (defect := command.sent_at_defect) is not None:
+            log.warning("clerk.converse_sent_at_ignored", reason=defect)
+        try:
+            await self._model_queue.send(
+                body, group_id=command.conversation_id, deduplication_id=command.command_id
             )
-        )
-        await self._model_queue.send(
-            body, group_id=command.conversation_id, deduplication_id=command.command_id
-        )
+        finally:  # what the plan found is said once the prompt is on its way, not before
+            log_plan(plan)
+            telemetry.bills_dropped(len(plan.page.bills_dropped))
+            if plan.aligned is not None:
+                telemetry.window_anchored(plan.aligned.outcome, plan.aligned.reason)
+            if plan.ttls is not None:
+                telemetry.ttls_chosen(plan.ttls.counts)
         # The newest answer's bill is checked once: by the turn whose prompt went out.
         log_observed(plan)
         if plan.observed.check is not None:
             telemetry.cache_observed(plan.observed.check)
+        window = plan.window
         log.info(
             "clerk.converse_prompt_forwarded",
             kept=window.kept,

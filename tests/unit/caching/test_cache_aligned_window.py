@@ -162,6 +162,16 @@ def test_an_anchor_older_than_the_page_read_counts_as_an_overflow() -> None:
     assert result.window.oldest_seq is not None and result.window.oldest_seq >= 55
 
 
+def test_an_anchor_on_an_answer_beyond_the_budget_is_an_overflow_found_before_it_is_read() -> (
+    None
+):
+    """The walk back to the anchor stops at the budget, so an anchor on an answer (which opens
+    no exchange) that far back is an overflow, not an invalid anchor: reading stops there."""
+    page = exchanges(40)  # 100 tokens a message: 24 of them fill the budget
+    result = aligned(page, folded_through=70, anchor=WindowAnchor(10, 70))  # seq 10: an answer
+    assert (result.outcome, result.reason) == ("reanchored", "overflow")
+
+
 def test_a_fold_mark_that_moved_backwards_is_a_move() -> None:
     result = aligned(exchanges(30)[:60], folded_through=50, anchor=WindowAnchor(43, 52))
     assert result.reason == "fold_moved"
@@ -324,7 +334,12 @@ def test_cache_aligned_window_properties(
     else:
         index = anchor.seq - 1  # seqs are dense from 1 here
         opens = 0 <= index <= must and (messages[index].role == "user" or index == 0)
-        assert result.reason == ("overflow" if opens else "invalid")
+        # Older than the budget reaches: an overflow, found before the anchor's message is
+        # read (the walk back to it stops at the budget), whether that message opens or not.
+        over = 0 <= index < must and not fits(
+            messages[index:], limits.max_tokens, limits.max_messages, limits
+        )
+        assert result.reason == ("overflow" if opens or over else "invalid")
         if opens:
             assert not fits(messages[index:], limits.max_tokens, limits.max_messages, limits)
     # Re-anchored: as far back as the room under the headroom allows, whole exchanges.

@@ -17,10 +17,11 @@ from tests.conftest import captured_logs, settings
 from tests.unit.clock import FakeClock
 from worker.consumer import loop
 from worker.consumer.loop import Consumer
-from worker.consumer.pacing import ConsumerPolicy
+from worker.consumer.pacing import DELETE_LINGER_SECONDS, ConsumerPolicy
 from worker.delivery.outcomes import Done, Outcome, Rejected, Retry
 from worker.errors import StoreUnavailable
 from worker.ports import DeleteFailure, ReceivedMessage, SendOptions
+from worker.timing import REQUEST_WRITE_PASSES, yield_passes
 
 
 def highest(low: float, high: float) -> float:
@@ -49,6 +50,7 @@ class FakeQueue:
     pending: deque[ReceivedMessage] = field(default_factory=deque)
     asked: list[tuple[float, int]] = field(default_factory=list)
     delete_batches: list[list[str]] = field(default_factory=list)
+    deleted_at: list[float] = field(default_factory=list)  # each delete call's moment
     visibility: list[tuple[float, str, int]] = field(default_factory=list)
     visibility_calls: list[int] = field(default_factory=list)
     sent: list[tuple[str, Mapping[str, str | int] | None]] = field(default_factory=list)
@@ -92,6 +94,7 @@ class FakeQueue:
         if self.delete_error is not None:
             raise self.delete_error
         self.delete_batches.append([m.message_id for m in messages])
+        self.deleted_at.append(self.clock.now)
         return [
             DeleteFailure(m.message_id, "ReceiptHandleIsInvalid")
             for m in messages
@@ -558,3 +561,93 @@ async def test_a_stop_between_polls_returns_at_once(run: Run) -> None:
     run.start(policy())
     await run.stop_at(0.25)  # inside the 0.5 s backoff, no poll under way
     assert run.stopped_at == 0.25
+
+
+async def test_the_turns_just_received_make_their_first_requests_before_the_next_poll(
+    run: Run,
+) -> None:
+    """GIVEN two messages received together, and turns that make their first request (the
+    Query) at once and their second (the claim) only once the first is written
+    (``REQUEST_WRITE_PASSES`` later), THEN both turns have made both requests before the
+    consumer asks for the next batch: the next poll's request is not built ahead of them."""
+    order: list[str] = []
+
+    async def handle(message: ReceivedMessage) -> Outcome:
+        order.append(f"{message.message_id} query")
+        await yield_passes(REQUEST_WRITE_PASSES)
+        order.append(f"{message.message_id} claim")
+        await run.clock.sleep(1.0)
+        return Done()
+
+    async def receive(max_messages: int, wait_seconds: int) -> list[ReceivedMessage]:
+        order.append("poll")
+        return await unrecorded(max_messages, wait_seconds)
+
+    unrecorded = run.queue.receive
+    run.queue.receive = receive  # type: ignore[method-assign]
+    run.stage.handle = handle  # type: ignore[method-assign]
+    run.queue.put(*messages(2))
+    run.start(policy())
+    await run.stop_at(0.5)
+    assert order[:6] == ["poll", "m0 query", "m1 query", "m0 claim", "m1 claim", "poll"]
+
+
+def lasting(run: Run, seconds: dict[str, float]) -> None:
+    """The stage handles each message in its own ``seconds`` of virtual time."""
+
+    async def handle(message: ReceivedMessage) -> Outcome:
+        await run.clock.sleep(seconds[message.message_id])
+        return Done()
+
+    run.stage.handle = handle  # type: ignore[method-assign]
+
+
+async def test_a_lone_messages_delete_leaves_at_once(run: Run) -> None:
+    """Nothing else in hand: the delete waits for no company (it would land on the next
+    command's path), it leaves the moment the turn ends."""
+    lasting(run, {"m0": 1.0})
+    run.queue.put(*messages(1))
+    run.start(policy())
+    await run.stop_at(3.0)
+    assert (run.queue.delete_batches, run.queue.deleted_at) == ([["m0"]], [1.0])
+
+
+async def test_a_delete_waits_for_the_messages_still_in_hand_then_leaves_with_them(
+    run: Run,
+) -> None:
+    """Three in hand, ending at 1.0, 1.1 and 1.15 s: one delete call at 1.15 for all three."""
+    lasting(run, {"m0": 1.0, "m1": 1.1, "m2": 1.15})
+    run.queue.put(*messages(3))
+    run.start(policy())
+    await run.stop_at(3.0)
+    assert [sorted(b) for b in run.queue.delete_batches] == [["m0", "m1", "m2"]]
+    assert run.queue.deleted_at == [1.15]
+
+
+async def test_a_delete_waits_for_one_still_in_hand_no_longer_than_its_linger(run: Run) -> None:
+    """The other message takes 5 s: the first delete leaves at its linger (0.2 s after the
+    turn ended), the second when its own turn ends, alone."""
+    lasting(run, {"m0": 1.0, "m1": 5.0})
+    run.queue.put(*messages(2))
+    run.start(policy())
+    await run.stop_at(6.0)
+    assert run.queue.delete_batches == [["m0"], ["m1"]]
+    assert run.queue.deleted_at == [1.0 + DELETE_LINGER_SECONDS, 5.0]
+
+
+async def test_a_message_that_ends_without_a_delete_frees_the_delete_waiting_for_it(
+    run: Run,
+) -> None:
+    """The other message is retried (no delete): once its turn ends, the waiting delete
+    leaves at once rather than at its linger."""
+    outcomes = {"m0": Done(), "m1": Retry("later", delay=30.0)}
+
+    async def handle(message: ReceivedMessage) -> Outcome:
+        await run.clock.sleep({"m0": 1.0, "m1": 1.05}[message.message_id])
+        return outcomes[message.message_id]
+
+    run.stage.handle = handle  # type: ignore[method-assign]
+    run.queue.put(*messages(2))
+    run.start(policy())
+    await run.stop_at(3.0)
+    assert (run.queue.delete_batches, run.queue.deleted_at) == ([["m0"]], [1.05])

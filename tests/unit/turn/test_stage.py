@@ -330,3 +330,142 @@ async def test_unfolded_messages_left_out_of_the_window_are_reported_as_a_fold_g
         [warning] = warnings
         assert {k: warning[k] for k in gap} == gap
         assert (warning["log_level"], warning["command_id"]) == ("warning", "c-1")
+
+
+@dataclass
+class GatedLedger(MemoryLedger):
+    """A ledger whose claims wait for ``gate``; ``claiming`` is set once one is under way."""
+
+    gate: asyncio.Event = field(default_factory=asyncio.Event)
+    claiming: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def begin(
+        self, hold: CommandHold, *, lease: timedelta, now: datetime, message: str
+    ) -> CommandClaim:
+        self.claiming.set()
+        await self.gate.wait()
+        return await super().begin(hold, lease=lease, now=now, message=message)
+
+
+@dataclass
+class WatchedHistory(MemoryHistory):
+    """Counts the pages read and those whose read ran to its end; ``gate``, if given, holds
+    each read."""
+
+    reads: int = 0
+    finished: int = 0
+    gate: asyncio.Event | None = None
+
+    async def load_page(self, conversation_id: str, limit: int) -> HistoryPage:
+        self.reads += 1
+        if self.gate is not None:
+            await self.gate.wait()
+        page = await super().load_page(conversation_id, limit)
+        self.finished += 1
+        return page
+
+
+def gated_turn(history: WatchedHistory) -> tuple[GatedLedger, MemoryQueue, Any]:
+    ledger, model_queue = GatedLedger(), MemoryQueue()
+    stage = memory_stage(history=history, ledger=ledger, model_queue=model_queue)
+    return ledger, model_queue, stage
+
+
+async def test_the_history_is_read_while_the_claim_is_under_way_and_the_prompt_waits_for_it() -> (
+    None
+):
+    """GIVEN a claim the ledger has not answered, THEN the history page is already read,
+    and nothing is sent until the claim is the turn's; then the prompt leaves once."""
+    history = WatchedHistory()
+    ledger, model_queue, stage = gated_turn(history)
+    handling = asyncio.create_task(stage.handle(delivery()))
+    await ledger.claiming.wait()
+    for _ in range(5):  # every step the turn could take without the claim
+        await asyncio.sleep(0)
+    assert (history.reads, history.finished, model_queue.sent) == (1, 1, [])
+    ledger.gate.set()
+    assert await handling == Done()
+    assert len(model_queue.sent) == 1
+    assert ledger.records["matter-1", "c-1"].status == "done"
+
+
+@pytest.mark.parametrize(
+    ("status", "lease", "outcome"),
+    [
+        ("done", -1, Done()),
+        ("in_progress", 30, Retry("in progress elsewhere", delay=31.0, failure=False)),
+    ],
+)
+async def test_a_claim_refused_sends_nothing_and_the_read_beside_it_is_cancelled(
+    status: str, lease: int, outcome: Any
+) -> None:
+    """A duplicate, or a command busy elsewhere: the read begun beside the claim is cancelled
+    unfinished, and nothing is sent."""
+    history = WatchedHistory(gate=asyncio.Event())
+    ledger, model_queue, stage = gated_turn(history)
+    until = NOW + timedelta(seconds=lease)
+    ledger.records["matter-1", "c-1"] = Record(status, "other/m-0/1", until)
+    ledger.gate.set()
+    assert await stage.handle(delivery()) == outcome
+    assert (history.reads, history.finished, model_queue.sent) == (1, 0, [])
+
+
+async def test_a_read_failing_before_the_claim_is_answered_waits_for_it_then_abandons_it() -> None:
+    """The read fails first: the claim is not cut short (a write cut off might still land),
+    it is let finish, then given up at once, and the message is retried."""
+    history = WatchedHistory()
+    history.error = StoreUnavailable("dynamodb.Query failed: ThrottlingException (HTTP 400)")
+    ledger, model_queue, stage = gated_turn(history)
+    handling = asyncio.create_task(stage.handle(delivery()))
+    await ledger.claiming.wait()
+    await asyncio.sleep(0)
+    assert not handling.done()
+    ledger.gate.set()
+    assert await handling == Retry(str(history.error))
+    record = ledger.records["matter-1", "c-1"]
+    assert (record.status, record.lease_until < NOW, model_queue.sent) == ("in_progress", True, [])
+
+
+async def test_a_claim_that_fails_sends_nothing_and_its_read_is_cancelled() -> None:
+    history = WatchedHistory(gate=asyncio.Event())
+    ledger, model_queue, stage = gated_turn(history)
+    error = StoreUnavailable("dynamodb.UpdateItem failed: ThrottlingException (HTTP 400)")
+
+    async def failing(*args: object, **kwargs: object) -> CommandClaim:
+        raise error
+
+    ledger.begin = failing  # type: ignore[method-assign]
+    assert await stage.handle(delivery()) == Retry(str(error))
+    assert (history.reads, history.finished, model_queue.sent, ledger.records) == (1, 0, [], {})
+
+
+async def test_the_claims_request_is_made_once_the_querys_is_written() -> None:
+    """The Query's request goes first and the claim's is built only after the Query's bytes
+    are written: aiohttp writes a request's body from a task of its own, the pass after the
+    request is made (mimicked here), so a claim built at once would go out first."""
+    order: list[str] = []
+
+    @dataclass
+    class WritingHistory(MemoryHistory):
+        async def load_page(self, conversation_id: str, limit: int) -> HistoryPage:
+            order.append("query made")
+
+            async def write() -> None:  # aiohttp's writer: the bytes go in its first step
+                order.append("query written")
+
+            await asyncio.create_task(write())
+            return await super().load_page(conversation_id, limit)
+
+    @dataclass
+    class OrderedLedger(MemoryLedger):
+        async def begin(
+            self, hold: CommandHold, *, lease: timedelta, now: datetime, message: str
+        ) -> CommandClaim:
+            order.append("claim made")
+            return await super().begin(hold, lease=lease, now=now, message=message)
+
+    model_queue = MemoryQueue()
+    stage = memory_stage(history=WritingHistory(), ledger=OrderedLedger(), model_queue=model_queue)
+    assert await stage.handle(delivery()) == Done()
+    assert order == ["query made", "query written", "claim made"]
+    assert len(model_queue.sent) == 1
