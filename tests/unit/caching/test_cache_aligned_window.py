@@ -162,9 +162,7 @@ def test_an_anchor_older_than_the_page_read_counts_as_an_overflow() -> None:
     assert result.window.oldest_seq is not None and result.window.oldest_seq >= 55
 
 
-def test_an_anchor_on_an_answer_beyond_the_budget_is_an_overflow_found_before_it_is_read() -> (
-    None
-):
+def test_an_anchor_on_an_answer_beyond_the_budget_is_an_overflow_found_before_it_is_read() -> None:
     """The walk back to the anchor stops at the budget, so an anchor on an answer (which opens
     no exchange) that far back is an overflow, not an invalid anchor: reading stops there."""
     page = exchanges(40)  # 100 tokens a message: 24 of them fill the budget
