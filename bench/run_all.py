@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import subprocess
 import sys
@@ -73,7 +72,7 @@ from bench.parts import (
     telemetry_overhead,
     throughput,
 )
-from bench.parts.runs import TABLE, WORK_DIR
+from bench.parts.runs import TABLE, WORK_DIR, write_json
 from bench.reports import report
 from bench.servers.procstats import machine
 from bench.servers.servers import DELAYED, DIRECT, Servers, both_regimes, create_bench_resources
@@ -179,11 +178,6 @@ async def run_parts(
     return results
 
 
-def write(path: Path, document: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(document, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-
-
 def run_only(parts: Sequence[str], plan: Plan, say: Progress) -> int:
     """Just these server parts, their figures to .bench/partial/results.json."""
     unknown = set(parts) - set(PARTS)
@@ -192,7 +186,7 @@ def run_only(parts: Sequence[str], plan: Plan, say: Progress) -> int:
     with both_regimes(say) as fleets:
         results = asyncio.run(run_parts(fleets, plan, say, parts))
     out = REPO_ROOT / ".bench" / "partial" / "results.json"
-    write(out, results)
+    write_json(out, results)
     say(f"wrote {out.relative_to(REPO_ROOT)}")
     for key, regime in (("throughput", "without latency"), ("throughput_delayed", "with latency")):
         for kind, summary in results.get(key, {}).get("summary", {}).items():
@@ -246,7 +240,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "model_bill": bill,
         "observed_bill": observed,
     }
-    write(out_dir / "results.json", document)
+    write_json(out_dir / "results.json", document)
     observed_bill.write_page(observed, out_dir / observed_bill.DOC.name)
     report.write(document, out_doc)
     say(f"wrote {out_doc.relative_to(REPO_ROOT)}, the SCALING.md beside it and "

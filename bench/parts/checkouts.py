@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import statistics
 import sys
 from collections.abc import Sequence
@@ -26,15 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.load.workload import mixed_conversations, seed
-from bench.parts.runs import TABLE, WORK_DIR
+from bench.parts.runs import TABLE, WORK_DIR, write_json
 from bench.parts.throughput import one_run
-from bench.servers.servers import (
-    RoundTrips,
-    create_table,
-    delayed,
-    local_servers,
-    pointed_at,
-)
+from bench.servers.servers import DELAYED, both_regimes, create_table
 from worker.app.runtime import aws_clients
 
 
@@ -106,15 +99,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write every run's figures here too")
     args = parser.parse_args(argv)
     WORK_DIR.mkdir(parents=True, exist_ok=True)
-    with local_servers() as servers, delayed(servers, RoundTrips()) as far, pointed_at(servers):
+    with both_regimes(print) as fleets:
         runs = asyncio.run(
-            measure(far, dict(args.checkout), rounds=args.rounds, commands=args.commands,
-                    naive_commands=args.naive_commands, conversations=args.conversations)
+            measure(fleets[DELAYED], dict(args.checkout), rounds=args.rounds,
+                    commands=args.commands, naive_commands=args.naive_commands,
+                    conversations=args.conversations)
         )  # fmt: skip
     print(*summary(runs), sep="\n")
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(runs, indent=1) + "\n", encoding="utf-8")
+        write_json(args.json, runs)
     return 0
 
 

@@ -46,7 +46,7 @@ from bench.load.workload import (
     mixed_conversations,
     seed,
 )
-from bench.parts.runs import TABLE, WORK_DIR, arrived, make, queues, warmed_up
+from bench.parts.runs import TABLE, WORK_DIR, arrived, make, queues, warmed_up, write_json
 from bench.servers.servers import (
     DELAYED,
     DIRECT,
@@ -126,7 +126,7 @@ async def one_row(
         drain.arrivals[c.command_id].arrived_ms - sent_at[c.command_id] * 1000 for c in commands
     ]
     sends = [[sent_at[c.command_id], round(x, 1)] for c, x in zip(commands, latencies, strict=True)]
-    (WORK_DIR / f"{tag}.latencies.json").write_text(json.dumps(sends), encoding="utf-8")
+    write_json(WORK_DIR / f"{tag}.latencies.json", sends)
     say(f"  {tag}: {count} commands at {rate:g}/s: p50 {percentile(latencies, 50):.1f} ms, "
         f"p99 {percentile(latencies, 99):.1f} ms")  # fmt: skip
     return {

@@ -40,6 +40,12 @@ async def queues(
     return env, servers.child_environ(**env, RECEIVE_WAIT_SECONDS="20", **settings)
 
 
+def write_json(path: Path, document: Any) -> None:
+    """``document`` as indented JSON at ``path`` (its folder made): every part's figures."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(document, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
 def make(
     kind: str,
     env: dict[str, str],

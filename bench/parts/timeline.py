@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import statistics
 import sys
 from collections.abc import Sequence
@@ -41,8 +40,8 @@ from typing import Any
 from bench.contenders.calllog import CALL_LOG_ENV, Call, read_call_log
 from bench.load.traffic import draining, feed_at_rate
 from bench.load.workload import Command, make_commands, mixed_conversations, seed
-from bench.parts.runs import TABLE, WORK_DIR, make, queues, warmed_up
-from bench.servers.servers import RoundTrips, Servers, delayed, local_servers, pointed_at
+from bench.parts.runs import TABLE, WORK_DIR, make, queues, warmed_up, write_json
+from bench.servers.servers import DELAYED, DIRECT, Servers, both_regimes
 from worker.app.runtime import aws_clients
 
 #: The steps of a turn, in order; the naive consumer has no claim and no mark.
@@ -253,14 +252,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     kinds = [args.only] if args.only else ["naive", "worker"]
     WORK_DIR.mkdir(parents=True, exist_ok=True)
-    with (
-        local_servers() as servers,
-        delayed(servers, RoundTrips()) as far,
-        pointed_at(servers),
-    ):
+    with both_regimes(print) as fleets:
         results = asyncio.run(
-            measure(servers, far, kinds, rate=args.rate, count=args.commands, runs=args.runs)
-        )
+            measure(fleets[DIRECT], fleets[DELAYED], kinds, rate=args.rate,
+                    count=args.commands, runs=args.runs)
+        )  # fmt: skip
     for result in results:
         print()
         print(*table(f"{result['kind']} at {result['rate']:g}/s", result["summary"]), sep="\n")
@@ -272,8 +268,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("the slowest command:")
         print(*result["slowest"], sep="\n")
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+        write_json(args.json, results)
     return 0
 
 
