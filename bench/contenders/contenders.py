@@ -26,6 +26,9 @@ from typing import Any
 from bench.servers.procstats import sample
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+#: Set to 1 in a worker's environment: its ledger grants claims without the call (a study:
+#: :mod:`bench.contenders.worker_process`, :mod:`bench.parts.claim_cost`).
+UNCLAIMED_ENV = "BENCH_UNCLAIMED"
 
 
 @dataclass

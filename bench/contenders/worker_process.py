@@ -11,6 +11,11 @@ logging, same event loop choice, same signals) with these additions:
 
 ``BENCH_CONSUMED_CAPACITY=1`` asks DynamoDB to return the capacity each Query and
 UpdateItem consumed.
+
+``BENCH_UNCLAIMED=1`` is a study, never the stage: the ledger grants every new command's claim
+at once, in the process, without its UpdateItem (the done mark is still written). It
+measures what the claim costs a lone command's path (:mod:`bench.parts.claim_cost`); it
+gives up the guarantee the claim buys (a redelivered command would be forwarded twice).
 Run: ``python -m bench.contenders.worker_process`` with the worker's environment.
 """
 
@@ -28,6 +33,19 @@ import worker.app.runtime as runtime
 import worker.cli
 from bench.contenders.callcount import CallCounter, install_snapshot_handler
 from bench.contenders.calllog import call_log_from_environment, write_call_log
+from bench.contenders.contenders import UNCLAIMED_ENV
+
+
+def grant_claims_unasked() -> None:
+    """Every claim of a new command granted at once, with the digest the real claim would
+    have stored; the ledger's other calls (the done mark, leases) are left as they are."""
+    from worker.adapters.ledger import DynamoCommandLedger
+    from worker.ports import CommandClaim, MessageDigest
+
+    async def begin(self: Any, hold: Any, *, lease: Any, now: Any, message: str) -> CommandClaim:
+        return CommandClaim(state="started", digest=MessageDigest.drawn(message))
+
+    DynamoCommandLedger.begin = begin  # type: ignore[method-assign]
 
 
 def main() -> int:
@@ -53,6 +71,8 @@ def main() -> int:
             asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, writer.write)
         await original_run(settings, stopping)
 
+    if os.environ.get(UNCLAIMED_ENV) == "1":
+        grant_claims_unasked()
     runtime.aws_clients = counted_clients  # type: ignore[assignment]
     runtime.run_worker = run_worker  # type: ignore[assignment]
     try:

@@ -55,7 +55,8 @@ def make(
     checkouts: Mapping[str, Path] | None = None,
 ) -> Contender:
     """The contender of ``kind`` for one run: ``worker``, ``naive``, ``replay``, or
-    ``worker-x2`` (two worker processes on one stack), or ``worker@<label>``: the worker of
+    ``worker-x2`` (two worker processes on one stack), ``worker-unclaimed`` (a study: the
+    worker with its claims granted without the call), or ``worker@<label>``: the worker of
     the checkout ``checkouts[label]``. The replay gets the stage's payloads of ``commands``
     (warm-up and measured) precomputed."""
     if kind.startswith("worker@"):
@@ -87,6 +88,8 @@ def make(
             "--batch",
             "10",
         )
+    if kind == "worker-unclaimed":  # a study: the claim granted without its call
+        return contenders.worker({**env, contenders.UNCLAIMED_ENV: "1"}, WORK_DIR, name)
     if kind == "worker-x2":
         members = [contenders.worker(env, WORK_DIR, f"{name}-{i}") for i in range(2)]
         return contenders.Group(name, members)

@@ -1,0 +1,156 @@
+"""What the ledger's claim costs a lone command: part 4's light loads with the latency, run
+by the naive consumer, the worker, and the worker with its claims granted without the call
+(``worker-unclaimed``, :mod:`bench.contenders.worker_process`: a study, never the stage; it
+gives up what the claim buys).
+
+The three run interleaved in each round (naive, worker, unclaimed, at each load in turn), each
+on fresh queues after its warm-up, as part 4 runs its rows; a row's figures pool its rounds.
+The difference between the worker and the unclaimed worker is what the claim costs the
+path on this machine; the difference between the unclaimed worker and the naive consumer is
+what the rest of the stage costs it. The findings: docs/benchmarks/light_load.md.
+
+::
+
+    .venv/bin/python -m bench.parts.claim_cost              # 2/s and 8/s, 3 rounds
+    .venv/bin/python -m bench.parts.claim_cost --loads low --rounds 4
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from bench.load.workload import mixed_conversations, seed
+from bench.parts.latency import FIRM_LOADS, LIGHT_SECONDS, one_row, percentile
+from bench.parts.runs import TABLE, WORK_DIR, write_json
+from bench.servers.servers import DELAYED, both_regimes, create_bench_resources
+
+#: The contenders, in the order each round runs them at a load.
+CONTENDERS = ("naive", "worker", "worker-unclaimed")
+
+
+def summary(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One contender at one load over its rounds: pooled percentiles, per-round p50s."""
+    latencies = [x for r in runs for x in r["latencies_ms"]]
+    n = len(latencies)
+    calls = sum(sum(r["calls"].values()) for r in runs) / n
+    return {
+        "commands": n,
+        "p50_ms": percentile(latencies, 50),
+        "p99_ms": percentile(latencies, 99),
+        "p50_per_round_ms": [round(percentile(r["latencies_ms"], 50), 1) for r in runs],
+        "calls_per_command": round(calls, 2),
+        "cpu_ms_per_command": round(1000 * sum(r["cpu_seconds"] for r in runs) / n, 2),
+    }
+
+
+def differences(
+    naive: Sequence[dict[str, Any]],
+    worker: Sequence[dict[str, Any]],
+    unclaimed: Sequence[dict[str, Any]],
+) -> dict[str, float]:
+    """What the claim and the rest of the stage add to the p50, each the median over the
+    rounds of one round's difference: the contenders of a round run minutes apart at most,
+    so a slower stretch of the shared machine falls on all three and cancels."""
+
+    def p50(run: dict[str, Any]) -> float:
+        return percentile(run["latencies_ms"], 50)
+
+    return {
+        "claim_ms": statistics.median(
+            p50(w) - p50(u) for w, u in zip(worker, unclaimed, strict=True)
+        ),
+        "rest_ms": statistics.median(
+            p50(u) - p50(n) for u, n in zip(unclaimed, naive, strict=True)
+        ),
+    }
+
+
+async def measure(loads: Sequence[str], rounds: int, seconds: float) -> dict[str, Any]:
+    from worker.app.runtime import aws_clients
+
+    started = time.monotonic()
+
+    def say(message: str) -> None:
+        print(f"[{int(time.monotonic() - started):4d} s] {message}", flush=True)
+
+    with both_regimes(say) as fleets:
+        far = fleets[DELAYED]
+        async with aws_clients(pool_size=64) as clients:
+            await create_bench_resources(clients, "bench", TABLE)
+            built, text = mixed_conversations(200)
+            await seed(clients.dynamodb, TABLE, built)
+            conversations = {c.conversation_id: c for c, _ in built}
+            runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
+            stops: list[asyncio.Task[Any]] = []
+            for round_number in range(1, rounds + 1):
+                for load in loads:
+                    rate = FIRM_LOADS[load]
+                    span = LIGHT_SECONDS if load == "light" else seconds
+                    for kind in CONTENDERS:
+                        result = await one_row(
+                            clients, far, conversations, text, kind=kind, load=load, rate=rate,
+                            count=max(50, round(rate * span)), say=say, stops=stops,
+                            tag=f"claim-{kind}-{load}-r{round_number}",
+                        )  # fmt: skip
+                        runs.setdefault((load, kind), []).append(result)
+            await asyncio.gather(*stops)
+    return {
+        "rounds": rounds,
+        "round_trips": far.round_trips_ms(),
+        "loads": {
+            load: {
+                "per_second": FIRM_LOADS[load],
+                **{kind: summary(runs[load, kind]) for kind in CONTENDERS},
+                **differences(*(runs[load, kind] for kind in CONTENDERS)),
+            }
+            for load in loads
+        },
+    }
+
+
+def table(results: dict[str, Any]) -> str:
+    """The findings as a markdown table."""
+    lines = [
+        "| load | contender | p50 ms | p99 ms | p50 per round | calls / command "
+        "| CPU ms / command |",
+        "| --- | --- | ---: | ---: | --- | ---: | ---: |",
+    ]
+    for row in results["loads"].values():
+        for kind in CONTENDERS:
+            r = row[kind]
+            spread = " / ".join(f"{x:.1f}" for x in r["p50_per_round_ms"])
+            lines.append(
+                f"| {row['per_second']:g}/s | {kind} | {r['p50_ms']:.1f} | {r['p99_ms']:.1f} | "
+                f"{spread} | {r['calls_per_command']:.2f} | {r['cpu_ms_per_command']:.1f} |"
+            )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--loads", type=lambda text: text.split(","), default=list(FIRM_LOADS),
+                        help="of light, low (both)")  # fmt: skip
+    parser.add_argument("--rounds", type=int, default=3, help="rounds, interleaved (3)")
+    parser.add_argument("--seconds", type=float, default=20.0, help="per row at low (20)")
+    args = parser.parse_args(argv)
+    unknown = set(args.loads) - set(FIRM_LOADS)
+    if unknown:
+        parser.error(f"unknown loads: {', '.join(sorted(unknown))}")
+    results = asyncio.run(measure(args.loads, args.rounds, args.seconds))
+    write_json(WORK_DIR / "claim_cost.json", results)
+    print(table(results))
+    for load, row in results["loads"].items():
+        claim, rest = row["claim_ms"], row["rest_ms"]
+        print(f"{load}: at p50, the claim {claim:+.1f} ms, the rest of the stage {rest:+.1f} ms "
+              "(medians of the rounds' differences)")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
