@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from bench.load.workload import mixed_conversations, seed
-from bench.parts.latency import FIRM_LOADS, LIGHT_SECONDS, one_row, percentile
+from bench.parts.latency import FIRM_LOADS, LIGHT_SECONDS, one_row, pooled
 from bench.parts.runs import TABLE, WORK_DIR, write_json
 from bench.servers.servers import DELAYED, both_regimes, create_bench_resources
 
@@ -34,39 +34,23 @@ from bench.servers.servers import DELAYED, both_regimes, create_bench_resources
 CONTENDERS = ("naive", "worker", "worker-unclaimed")
 
 
-def summary(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """One contender at one load over its rounds: pooled percentiles, per-round p50s."""
-    latencies = [x for r in runs for x in r["latencies_ms"]]
-    n = len(latencies)
-    calls = sum(sum(r["calls"].values()) for r in runs) / n
-    return {
-        "commands": n,
-        "p50_ms": percentile(latencies, 50),
-        "p99_ms": percentile(latencies, 99),
-        "p50_per_round_ms": [round(percentile(r["latencies_ms"], 50), 1) for r in runs],
-        "calls_per_command": round(calls, 2),
-        "cpu_ms_per_command": round(1000 * sum(r["cpu_seconds"] for r in runs) / n, 2),
-    }
-
-
 def differences(
-    naive: Sequence[dict[str, Any]],
-    worker: Sequence[dict[str, Any]],
-    unclaimed: Sequence[dict[str, Any]],
+    naive: dict[str, Any], worker: dict[str, Any], unclaimed: dict[str, Any]
 ) -> dict[str, float]:
-    """What the claim and the rest of the stage add to the p50, each the median over the
-    rounds of one round's difference: the contenders of a round run minutes apart at most,
-    so a slower stretch of the shared machine falls on all three and cancels."""
+    """What the claim and the rest of the stage add to the p50, from three rows pooled by
+    :func:`bench.parts.latency.pooled`: each the median over the rounds of one round's
+    difference (the contenders of a round run minutes apart at most, so a slower stretch of
+    the shared machine falls on all three and cancels)."""
 
-    def p50(run: dict[str, Any]) -> float:
-        return percentile(run["latencies_ms"], 50)
+    def p50s(row: dict[str, Any]) -> list[float]:
+        return [r["p50_ms"] for r in row["per_round"]]
 
     return {
         "claim_ms": statistics.median(
-            p50(w) - p50(u) for w, u in zip(worker, unclaimed, strict=True)
+            w - u for w, u in zip(p50s(worker), p50s(unclaimed), strict=True)
         ),
         "rest_ms": statistics.median(
-            p50(u) - p50(n) for u, n in zip(unclaimed, naive, strict=True)
+            u - n for u, n in zip(p50s(unclaimed), p50s(naive), strict=True)
         ),
     }
 
@@ -100,14 +84,15 @@ async def measure(loads: Sequence[str], rounds: int, seconds: float) -> dict[str
                         )  # fmt: skip
                         runs.setdefault((load, kind), []).append(result)
             await asyncio.gather(*stops)
+    pooled_rows = {key: pooled(row, FIRM_LOADS[key[0]]) for key, row in runs.items()}
     return {
         "rounds": rounds,
         "round_trips": far.round_trips_ms(),
         "loads": {
             load: {
                 "per_second": FIRM_LOADS[load],
-                **{kind: summary(runs[load, kind]) for kind in CONTENDERS},
-                **differences(*(runs[load, kind] for kind in CONTENDERS)),
+                **{kind: pooled_rows[load, kind] for kind in CONTENDERS},
+                **differences(*(pooled_rows[load, kind] for kind in CONTENDERS)),
             }
             for load in loads
         },
@@ -124,10 +109,11 @@ def table(results: dict[str, Any]) -> str:
     for row in results["loads"].values():
         for kind in CONTENDERS:
             r = row[kind]
-            spread = " / ".join(f"{x:.1f}" for x in r["p50_per_round_ms"])
+            spread = " / ".join(f"{x['p50_ms']:.1f}" for x in r["per_round"])
+            calls = sum(r["calls_per_command"].values())
             lines.append(
                 f"| {row['per_second']:g}/s | {kind} | {r['p50_ms']:.1f} | {r['p99_ms']:.1f} | "
-                f"{spread} | {r['calls_per_command']:.2f} | {r['cpu_ms_per_command']:.1f} |"
+                f"{spread} | {calls:.2f} | {r['cpu_ms_per_command']:.1f} |"
             )
     return "\n".join(lines)
 

@@ -11,7 +11,8 @@ import pytest
 from bench.contenders import contenders
 from bench.contenders.worker_process import grant_claims_unasked
 from bench.parts import runs
-from bench.parts.claim_cost import CONTENDERS, differences, summary, table
+from bench.parts.claim_cost import CONTENDERS, differences, table
+from bench.parts.latency import pooled
 from worker.adapters.ledger import DynamoCommandLedger
 from worker.ports import CommandHold
 
@@ -48,26 +49,33 @@ def test_the_unclaimed_contender_runs_the_worker_with_the_study_switched_on(
 
 
 def _run(latencies: list[float], calls: dict[str, int], cpu: float) -> dict[str, Any]:
-    return {"latencies_ms": latencies, "calls": calls, "cpu_seconds": cpu}
+    """One round of one row, as :func:`bench.parts.latency.one_row` returns it."""
+    return {
+        "kind": "worker",
+        "load": "low",
+        "achieved_per_second": 8.0,
+        "latencies_ms": latencies,
+        "calls": calls,
+        "cpu_seconds": cpu,
+    }
 
 
-def test_a_summary_pools_the_rounds_and_keeps_each_rounds_median() -> None:
+def test_a_rows_line_pools_the_rounds_and_keeps_each_rounds_median() -> None:
     rounds = [
         _run([10.0, 20.0, 30.0, 40.0], {"sqs.ReceiveMessage": 4, "dynamodb.Query": 4}, 0.04),
         _run([50.0, 60.0, 70.0, 80.0], {"sqs.ReceiveMessage": 4, "dynamodb.Query": 4}, 0.08),
     ]
-    assert summary(rounds) == {
-        "commands": 8,
-        "p50_ms": 40.0,
-        "p99_ms": 80.0,
-        "p50_per_round_ms": [20.0, 60.0],
-        "calls_per_command": 2.0,
-        "cpu_ms_per_command": 15.0,
-    }
+    row = pooled(rounds, 8.0)
+    results = {"loads": {"low": {"per_second": 8.0, **dict.fromkeys(CONTENDERS, row)}}}
+    # 8 commands: p50 40, p99 80; the rounds' p50s 20 and 60; 16 calls; 120 ms of CPU
+    assert (
+        table(results).splitlines()[2]
+        == "| 8/s | naive | 40.0 | 80.0 | 20.0 / 60.0 | 2.00 | 15.0 |"
+    )
 
 
 def test_the_table_has_a_line_per_contender_and_load() -> None:
-    row = summary([_run([1.0, 2.0], {"x": 2}, 0.002)])
+    row = pooled([_run([1.0, 2.0], {"x": 2}, 0.002)], 2.0)
     results = {
         "loads": {
             "light": {"per_second": 2.0, **dict.fromkeys(CONTENDERS, row)},
@@ -81,8 +89,8 @@ def test_the_table_has_a_line_per_contender_and_load() -> None:
 
 
 def test_the_claims_cost_is_the_median_of_the_rounds_differences() -> None:
-    def rounds(*p50s: float) -> list[dict[str, Any]]:
-        return [_run([p50], {}, 0.0) for p50 in p50s]
+    def rounds(*p50s: float) -> dict[str, Any]:
+        return pooled([_run([p50], {}, 0.0) for p50 in p50s], 8.0)
 
     naive, worker, unclaimed = (
         rounds(10.0, 20.0, 40.0),
