@@ -22,9 +22,9 @@ from bench.load.workload import (
 )
 from bench.servers.servers import Servers, create_bench_resources, create_table
 
+TABLE = "bench-history"
 REPO_ROOT = Path(__file__).resolve().parents[2]
 WORK_DIR = REPO_ROOT / ".bench" / "run"
-TABLE = "bench-history"
 #: Commands one worker handles at once in parts 3 and 4: two full SQS batches.
 CONCURRENCY = 20
 
