@@ -58,7 +58,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.load.workload import mixed_conversations, seed
 from bench.parts import (
     brownout,
     compare_trim_messages,
@@ -72,10 +71,10 @@ from bench.parts import (
     telemetry_overhead,
     throughput,
 )
-from bench.parts.runs import TABLE, WORK_DIR, write_json
+from bench.parts.runs import WORK_DIR, seeded, write_json
 from bench.reports import report
 from bench.servers.procstats import machine
-from bench.servers.servers import DELAYED, DIRECT, Servers, both_regimes, create_bench_resources
+from bench.servers.servers import DELAYED, DIRECT, Servers, both_regimes
 from worker.app.runtime import aws_clients
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -132,14 +131,12 @@ async def run_parts(
     """The server parts, in both regimes where they have two."""
     servers = fleets[DIRECT]
     async with aws_clients(pool_size=64) as clients:
-        await create_bench_resources(clients, "bench", TABLE)
-        built, text = mixed_conversations(plan.conversations)
         started = time.perf_counter()
-        items = await seed(clients.dynamodb, TABLE, built)
+        history = await seeded(clients, plan.conversations)
+        items, text = history.items, history.text
         say(f"seeded {plan.conversations} conversations ({items:,} items) in "
             f"{time.perf_counter() - started:.1f} s")  # fmt: skip
-        conversations = {c.conversation_id: c for c, _ in built}
-        pool = list(conversations.values())
+        conversations, pool = history.conversations, history.pool
         results: dict[str, Any] = {
             "workload": {
                 "conversations": plan.conversations,

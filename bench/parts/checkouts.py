@@ -24,10 +24,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.load.workload import mixed_conversations, seed
-from bench.parts.runs import TABLE, WORK_DIR, write_json
+from bench.parts.runs import WORK_DIR, seeded, write_json
 from bench.parts.throughput import one_run
-from bench.servers.servers import DELAYED, both_regimes, create_table
+from bench.servers.servers import DELAYED, both_regimes
 from worker.app.runtime import aws_clients
 
 
@@ -50,11 +49,8 @@ async def measure(
     kinds = ["naive", *(f"worker@{label}" for label in checkouts), "worker"]
     runs: dict[str, list[dict[str, Any]]] = {kind: [] for kind in kinds}
     async with aws_clients(pool_size=64) as clients:
-        if TABLE not in (await clients.dynamodb.list_tables())["TableNames"]:
-            await create_table(clients.dynamodb, TABLE)
-        built, text = mixed_conversations(conversations)
-        await seed(clients.dynamodb, TABLE, built)
-        pool = {c.conversation_id: c for c, _ in built}
+        history = await seeded(clients, conversations)
+        pool, text = history.conversations, history.text
         for round_number in range(1, rounds + 1):
             for kind in kinds:
                 count = naive_commands if kind == "naive" else commands

@@ -25,10 +25,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from bench.load.workload import mixed_conversations, seed
 from bench.parts.latency import FIRM_LOADS, LIGHT_SECONDS, one_row, pooled
-from bench.parts.runs import TABLE, WORK_DIR, write_json
-from bench.servers.servers import DELAYED, both_regimes, create_bench_resources
+from bench.parts.runs import WORK_DIR, seeded, write_json
+from bench.servers.servers import DELAYED, both_regimes
 
 #: The contenders, in the order each round runs them at a load.
 CONTENDERS = ("naive", "worker", "worker-unclaimed")
@@ -66,10 +65,8 @@ async def measure(loads: Sequence[str], rounds: int, seconds: float) -> dict[str
     with both_regimes(say) as fleets:
         far = fleets[DELAYED]
         async with aws_clients(pool_size=64) as clients:
-            await create_bench_resources(clients, "bench", TABLE)
-            built, text = mixed_conversations(200)
-            await seed(clients.dynamodb, TABLE, built)
-            conversations = {c.conversation_id: c for c, _ in built}
+            history = await seeded(clients, 200)
+            conversations, text = history.conversations, history.text
             runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
             stops: list[asyncio.Task[Any]] = []
             for round_number in range(1, rounds + 1):

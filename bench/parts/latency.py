@@ -43,10 +43,17 @@ from bench.load.workload import (
     Conversation,
     expected_payload,
     make_commands,
-    mixed_conversations,
-    seed,
 )
-from bench.parts.runs import TABLE, WORK_DIR, arrived, make, queues, warmed_up, write_json
+from bench.parts.runs import (
+    TABLE,
+    WORK_DIR,
+    arrived,
+    make,
+    queues,
+    seeded,
+    warmed_up,
+    write_json,
+)
 from bench.servers.servers import (
     DELAYED,
     DIRECT,
@@ -325,10 +332,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from worker.app.runtime import aws_clients
 
         async with aws_clients(pool_size=64) as clients:
-            await create_bench_resources(clients, "bench", TABLE)
-            built, text = mixed_conversations(args.conversations)
-            await seed(clients.dynamodb, TABLE, built)
-            conversations = {c.conversation_id: c for c, _ in built}
+            history = await seeded(clients, args.conversations)
+            conversations, text = history.conversations, history.text
             out = {}
             for regime in (args.regime,) if args.regime else (DIRECT, DELAYED):
                 key = "throughput" + ("_delayed" if regime == DELAYED else "")

@@ -5,21 +5,55 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bench.contenders import contenders
 from bench.load.traffic import Drain, feed_closed_loop
-from bench.load.workload import Command, Conversation, expected_payload, fold_through
-from bench.servers.servers import Servers, create_bench_resources
+from bench.load.workload import (
+    Command,
+    Conversation,
+    TextSource,
+    expected_payload,
+    fold_through,
+    mixed_conversations,
+    seed,
+)
+from bench.servers.servers import Servers, create_bench_resources, create_table
 
+TABLE = "bench-history"
 REPO_ROOT = Path(__file__).resolve().parents[2]
 WORK_DIR = REPO_ROOT / ".bench" / "run"
-TABLE = "bench-history"
 #: Commands one worker handles at once in parts 3 and 4: two full SQS batches.
 CONCURRENCY = 20
 
 Contender = contenders.Contender | contenders.Group
+
+
+@dataclass(frozen=True)
+class Seeded:
+    """The conversations written to the history table, by id; the text their commands are
+    drawn from; the items written."""
+
+    conversations: dict[str, Conversation]
+    text: TextSource
+    items: int
+
+    @property
+    def pool(self) -> list[Conversation]:
+        return list(self.conversations.values())
+
+
+async def seeded(clients: Any, count: int, *, prefix: str = "matter") -> Seeded:
+    """``count`` mixed conversations (:func:`mixed_conversations`) written to the history
+    table :data:`TABLE`, which is made first if it is not there: where every part that runs
+    contenders starts. Each row makes its own queues (:func:`queues`)."""
+    if TABLE not in (await clients.dynamodb.list_tables())["TableNames"]:
+        await create_table(clients.dynamodb, TABLE)
+    built, text = mixed_conversations(count, prefix=prefix)
+    items = await seed(clients.dynamodb, TABLE, built)
+    return Seeded({c.conversation_id: c for c, _ in built}, text, items)
 
 
 async def queues(

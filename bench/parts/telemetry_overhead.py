@@ -41,10 +41,10 @@ from typing import Any
 
 from bench.contenders import contenders
 from bench.load.traffic import draining, feed_at_rate
-from bench.load.workload import Conversation, make_commands, mixed_conversations, seed
-from bench.parts.runs import TABLE, WORK_DIR, arrived, queues, warmed_up
+from bench.load.workload import Conversation, make_commands
+from bench.parts.runs import WORK_DIR, arrived, queues, seeded, warmed_up
 from bench.reports import telemetry as telemetry_report
-from bench.servers.servers import Servers, create_bench_resources, measured_on_local_servers
+from bench.servers.servers import Servers, measured_on_local_servers
 
 TARGET = 0.05
 #: Commands a second, open loop: below what one worker serves here even with other work on
@@ -225,11 +225,8 @@ def path_cost(turns: int = 5_000, repeats: int = 5) -> dict[str, float]:
 
 
 async def _standalone(clients: Any, servers: Servers, quick: bool) -> dict[str, Any]:
-    await create_bench_resources(clients, "ops", TABLE)
-    built, text = mixed_conversations(40 if quick else 100)
-    await seed(clients.dynamodb, TABLE, built)
-    pool = [conversation for conversation, _ in built]
-    return await measure(clients, servers, pool, text, quick=quick, say=print)
+    history = await seeded(clients, 40 if quick else 100)
+    return await measure(clients, servers, history.pool, history.text, quick=quick, say=print)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -39,8 +39,8 @@ from typing import Any
 
 from bench.contenders.calllog import CALL_LOG_ENV, Call, read_call_log
 from bench.load.traffic import draining, feed_at_rate
-from bench.load.workload import Command, make_commands, mixed_conversations, seed
-from bench.parts.runs import TABLE, WORK_DIR, make, queues, warmed_up, write_json
+from bench.load.workload import Command, make_commands
+from bench.parts.runs import WORK_DIR, make, queues, seeded, warmed_up, write_json
 from bench.servers.servers import DELAYED, DIRECT, Servers, both_regimes
 from worker.app.runtime import aws_clients
 
@@ -219,10 +219,8 @@ async def measure(
 ) -> list[dict[str, Any]]:
     del servers
     async with aws_clients(pool_size=16) as clients:
-        built, text = mixed_conversations(30, prefix="tl")
-        await _create_table(clients)
-        await seed(clients.dynamodb, TABLE, built)
-        conversations = {c.conversation_id: c for c, _ in built}
+        history = await seeded(clients, 30, prefix="tl")
+        conversations, text = history.conversations, history.text
         results = []
         for run in range(1, runs + 1):
             for kind in kinds:
@@ -233,13 +231,6 @@ async def measure(
                     )
                 )
         return results
-
-
-async def _create_table(clients: Any) -> None:
-    from bench.servers.servers import create_table
-
-    if TABLE not in (await clients.dynamodb.list_tables())["TableNames"]:
-        await create_table(clients.dynamodb, TABLE)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
