@@ -31,7 +31,7 @@ CONCURRENCY = 20
 Contender = contenders.Contender | contenders.Group
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Seeded:
     """The conversations written to the history table, by id; the text their commands are
     drawn from; the items written."""
