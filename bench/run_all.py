@@ -71,7 +71,7 @@ from bench.parts import (
     telemetry_overhead,
     throughput,
 )
-from bench.parts.runs import WORK_DIR, seeded, write_json
+from bench.parts.runs import WORK_DIR, Progress, seeded, write_json
 from bench.reports import report
 from bench.servers.procstats import machine
 from bench.servers.servers import DELAYED, DIRECT, Servers, both_regimes
@@ -107,15 +107,6 @@ class Plan:
         if length >= 100_000:
             return 2
         return 3 if self.quick else 5
-
-
-class Progress:
-    def __init__(self) -> None:
-        self.started = time.monotonic()
-
-    def __call__(self, message: str) -> None:
-        elapsed = time.monotonic() - self.started
-        print(f"[{int(elapsed) // 60:02d}:{int(elapsed) % 60:02d}] {message}", flush=True)
 
 
 def this_machine() -> dict[str, Any]:

@@ -21,12 +21,11 @@ import argparse
 import asyncio
 import statistics
 import sys
-import time
 from collections.abc import Sequence
 from typing import Any
 
-from bench.parts.latency import FIRM_LOADS, LIGHT_SECONDS, one_row, pooled
-from bench.parts.runs import WORK_DIR, seeded, write_json
+from bench.parts.latency import FIRM_LOADS, interleaved, pooled
+from bench.parts.runs import WORK_DIR, Progress, seeded, write_json
 from bench.servers.servers import DELAYED, both_regimes
 
 #: The contenders, in the order each round runs them at a load.
@@ -57,31 +56,20 @@ def differences(
 async def measure(loads: Sequence[str], rounds: int, seconds: float) -> dict[str, Any]:
     from worker.app.runtime import aws_clients
 
-    started = time.monotonic()
-
-    def say(message: str) -> None:
-        print(f"[{int(time.monotonic() - started):4d} s] {message}", flush=True)
+    say = Progress()
 
     with both_regimes(say) as fleets:
         far = fleets[DELAYED]
         async with aws_clients(pool_size=64) as clients:
             history = await seeded(clients, 200)
-            conversations, text = history.conversations, history.text
-            runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
-            stops: list[asyncio.Task[Any]] = []
-            for round_number in range(1, rounds + 1):
-                for load in loads:
-                    rate = FIRM_LOADS[load]
-                    span = LIGHT_SECONDS if load == "light" else seconds
-                    for kind in CONTENDERS:
-                        result = await one_row(
-                            clients, far, conversations, text, kind=kind, load=load, rate=rate,
-                            count=max(50, round(rate * span)), say=say, stops=stops,
-                            tag=f"claim-{kind}-{load}-r{round_number}",
-                        )  # fmt: skip
-                        runs.setdefault((load, kind), []).append(result)
-            await asyncio.gather(*stops)
-    pooled_rows = {key: pooled(row, FIRM_LOADS[key[0]]) for key, row in runs.items()}
+            runs = await interleaved(
+                clients, far, history.conversations, history.text,
+                rows=[(kind, load) for load in loads for kind in CONTENDERS], loads=FIRM_LOADS,
+                seconds=seconds, rounds=rounds, tag="claim-{kind}-{load}-r{round}", say=say,
+            )  # fmt: skip
+    pooled_rows = {
+        (load, kind): pooled(row, FIRM_LOADS[load]) for (kind, load), row in runs.items()
+    }
     return {
         "rounds": rounds,
         "round_trips": far.round_trips_ms(),

@@ -33,7 +33,7 @@ import math
 import statistics
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -47,6 +47,7 @@ from bench.load.workload import (
 from bench.parts.runs import (
     TABLE,
     WORK_DIR,
+    Progress,
     arrived,
     make,
     queues,
@@ -256,6 +257,41 @@ async def floor(
     }
 
 
+async def interleaved(
+    clients: Any,
+    servers: Servers,
+    conversations: dict[str, Conversation],
+    text: Any,
+    *,
+    rows: Sequence[tuple[str, str]],
+    loads: Mapping[str, float],
+    seconds: float,
+    rounds: int,
+    tag: str,
+    say: Say,
+) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """Each (contender, load) of ``rows`` at its rate in ``loads``, ``rounds`` times, the rows
+    in order in each round (the light load for :data:`LIGHT_SECONDS`, the others for
+    ``seconds``): each row's rounds, once every contender has stopped. ``tag`` names a run,
+    formatted with its ``kind``, ``load`` and ``round``."""
+    runs: dict[tuple[str, str], list[dict[str, Any]]] = {row: [] for row in rows}
+    stops: list[asyncio.Task[Any]] = []
+    for round_number in range(1, rounds + 1):
+        for kind, load in rows:
+            rate = loads[load]
+            span = LIGHT_SECONDS if load == "light" else seconds
+            result = await one_row(
+                clients, servers, conversations, text, kind=kind, load=load, rate=rate,
+                count=max(50, round(rate * span)), say=say, stops=stops,
+                tag=tag.format(kind=kind, load=load, round=round_number),
+            )  # fmt: skip
+            runs[kind, load].append(result)
+    exits = [document.get("exit_code") for document in await asyncio.gather(*stops)]
+    if any(exits):
+        raise RuntimeError(f"a contender exited with {exits}")
+    return runs
+
+
 async def run(
     clients: Any,
     servers: Servers,
@@ -275,21 +311,10 @@ async def run(
     far = "-lat" if servers.round_trips else ""
     say(f"part 4: latency at a fixed offered load{' with the latency' if far else ''}, "
         f"{rounds} round(s)")  # fmt: skip
-    runs: dict[tuple[str, str], list[dict[str, Any]]] = {row: [] for row in rows}
-    stops: list[asyncio.Task[Any]] = []
-    for round_number in range(1, rounds + 1):
-        for kind, load in rows:
-            rate = loads[load]
-            span = LIGHT_SECONDS if load == "light" else seconds
-            result = await one_row(
-                clients, servers, conversations, text, kind=kind, load=load, rate=rate,
-                count=max(50, round(rate * span)), tag=f"lat-{kind}-{load}{far}-r{round_number}",
-                say=say, stops=stops,
-            )  # fmt: skip
-            runs[kind, load].append(result)
-    exits = [document.get("exit_code") for document in await asyncio.gather(*stops)]
-    if any(exits):
-        raise RuntimeError(f"part 4: a contender exited with {exits}")
+    runs = await interleaved(
+        clients, servers, conversations, text, rows=rows, loads=loads, seconds=seconds,
+        rounds=rounds, tag="lat-{kind}-{load}" + far + "-r{round}", say=say,
+    )  # fmt: skip
     out: dict[str, Any] = {
         "rates": loads,
         "rounds": rounds,
@@ -322,11 +347,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     document = json.loads(report.RESULTS.read_text(encoding="utf-8"))  # part 3's figures
     WORK_DIR.mkdir(parents=True, exist_ok=True)
-    started = time.monotonic()
-
-    def say(message: str) -> None:
-        elapsed = int(time.monotonic() - started)
-        print(f"[{elapsed // 60:02d}:{elapsed % 60:02d}] {message}", flush=True)
+    say = Progress()
 
     async def measure(fleets: dict[str, Servers]) -> dict[str, Any]:
         from worker.app.runtime import aws_clients

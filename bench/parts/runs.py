@@ -4,6 +4,7 @@ and the contender's environment, the contender of each kind, its warm-up."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,17 @@ WORK_DIR = REPO_ROOT / ".bench" / "run"
 CONCURRENCY = 20
 
 Contender = contenders.Contender | contenders.Group
+
+
+class Progress:
+    """Prints a part's progress lines, each behind the minutes and seconds since it began."""
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+
+    def __call__(self, message: str) -> None:
+        elapsed = time.monotonic() - self.started
+        print(f"[{int(elapsed) // 60:02d}:{int(elapsed) % 60:02d}] {message}", flush=True)
 
 
 @dataclass(frozen=True, slots=True)
