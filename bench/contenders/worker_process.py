@@ -7,7 +7,9 @@ logging, same event loop choice, same signals) with these additions:
 - SIGUSR1 writes a snapshot (calls, CPU seconds, peak RSS) to ``BENCH_STATS_PATH``,
   and one more is written when the worker exits;
 - with ``BENCH_CALL_LOG`` set, every call's times go to that file at exit
-  (:mod:`bench.contenders.calllog`).
+  (:mod:`bench.contenders.calllog`);
+- with ``BENCH_LOOP_TRACE`` set, every event-loop callback's start and length go to that
+  file at exit (:mod:`bench.contenders.looptrace`).
 
 ``BENCH_CONSUMED_CAPACITY=1`` asks DynamoDB to return the capacity each Query and
 UpdateItem consumed.
@@ -34,6 +36,7 @@ import worker.cli
 from bench.contenders.callcount import CallCounter, install_snapshot_handler
 from bench.contenders.calllog import call_log_from_environment, write_call_log
 from bench.contenders.contenders import UNCLAIMED_ENV
+from bench.contenders.looptrace import loop_trace_from_environment, write_loop_trace
 
 
 def grant_claims_unasked() -> None:
@@ -52,6 +55,7 @@ def main() -> int:
     counter = CallCounter(consumed_capacity=os.environ.get("BENCH_CONSUMED_CAPACITY") == "1")
     writer = install_snapshot_handler(counter)
     calls = call_log_from_environment()
+    loop_trace = loop_trace_from_environment()
     original_clients = runtime.aws_clients
     original_run = runtime.run_worker
 
@@ -81,6 +85,7 @@ def main() -> int:
         if writer is not None:
             writer.write()
         write_call_log(calls)
+        write_loop_trace(loop_trace)
 
 
 if __name__ == "__main__":

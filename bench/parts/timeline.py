@@ -20,6 +20,7 @@ served it, all on the wall clock, in milliseconds from its send:
     .venv/bin/python -m bench.parts.timeline                      # both contenders, 2/s
     .venv/bin/python -m bench.parts.timeline --rate 8 --commands 160
     .venv/bin/python -m bench.parts.timeline --only worker --json .bench/timeline.json
+    .venv/bin/python -m bench.parts.timeline --only worker --loop-trace   # what a turn waits for
 
 It starts its own moto, dynalite and proxy on 127.0.0.1. It prints, per contender, the median
 (and 90th percentile) start and end of each step, the calls per command, and one command's
@@ -38,6 +39,13 @@ from pathlib import Path
 from typing import Any
 
 from bench.contenders.calllog import CALL_LOG_ENV, Call, read_call_log
+from bench.contenders.looptrace import (
+    LOOP_TRACE_ENV,
+    Busy,
+    idle_seconds,
+    read_loop_trace,
+    step_at,
+)
 from bench.load.traffic import draining, feed_at_rate
 from bench.load.workload import Command, make_commands
 from bench.parts.runs import WORK_DIR, make, queues, seeded, warmed_up, write_json
@@ -83,7 +91,16 @@ def command_timeline(
         if mine:
             steps[step] = span(min(mine, key=lambda c: c.began))
     received = steps.get("receive")
-    after = sent_at + (received.ended / 1000 if received else 0)
+    query = first_query(command, calls, after=sent_at + (received.ended / 1000 if received else 0))
+    if query is not None:
+        steps["query"] = span(query)
+    arrival = arrived_ms - 1000 * sent_at
+    steps["arrival"] = Span(arrival, arrival)
+    return steps
+
+
+def first_query(command: Command, calls: Sequence[Call], *, after: float) -> Call | None:
+    """The first Query of the command's conversation begun at or after ``after``."""
     queries = [
         c
         for c in calls
@@ -91,11 +108,34 @@ def command_timeline(
         and command.conversation_id in c.conversations
         and c.began >= after
     ]
-    if queries:
-        steps["query"] = span(min(queries, key=lambda c: c.began))
-    arrival = arrived_ms - 1000 * sent_at
-    steps["arrival"] = Span(arrival, arrival)
-    return steps
+    return min(queries, key=lambda c: c.began) if queries else None
+
+
+def claim_wait(command: Command, calls: Sequence[Call], busy: Sequence[Busy]) -> dict[str, float]:
+    """What the worker's turn did between its Query's answer and its claim's, in ms: the
+    rest of the loop step the Query's answer was parsed in (the page read, the plan, the
+    payload), the claim's answer after that step, and the loop's idle time in between (none:
+    the claim's answer was in before the turn's own work was done). Empty when the command
+    has no claim, or its Query answered after the claim."""
+    claims = [c for c in calls if c.operation == "dynamodb.UpdateItem"
+              and command.command_id in c.commands and c.ended is not None]  # fmt: skip
+    if not claims:
+        return {}
+    claim = min(claims, key=lambda c: c.began)
+    receive = [c for c in calls if c.operation == "sqs.ReceiveMessage"
+               and command.command_id in c.commands and c.ended is not None]  # fmt: skip
+    received = min(receive, key=lambda c: c.began).ended if receive else None
+    query = first_query(command, calls, after=received or 0)
+    if query is None or query.ended is None or claim.ended is None or query.ended > claim.ended:
+        return {}
+    step = step_at(busy, query.ended)
+    step_end = step.ended if step is not None else query.ended
+    return {
+        "page_work_ms": 1000 * (step_end - query.ended),
+        "claim_after_work_ms": 1000 * (claim.ended - step_end),
+        "idle_ms": 1000 * idle_seconds(busy, query.ended, claim.ended),
+        "claim_after_query_ms": 1000 * (claim.ended - query.ended),
+    }
 
 
 def summarise(timelines: Sequence[dict[str, Span]]) -> dict[str, dict[str, float]]:
@@ -161,11 +201,18 @@ async def one_contender(
     rate: float,
     count: int,
     tag: str,
+    loop_trace: bool = False,
 ) -> dict[str, Any]:
-    """One contender at ``rate``: its per-command timelines, summary and calls per command."""
+    """One contender at ``rate``: its per-command timelines, summary and calls per command;
+    with ``loop_trace`` (the worker only), what its turns waited for after the Query."""
     log_path = WORK_DIR / f"{tag}.calls.jsonl"
+    trace_path = WORK_DIR / f"{tag}.loop.jsonl"
     log_path.unlink(missing_ok=True)
+    trace_path.unlink(missing_ok=True)
     env, child = await queues(clients, far, tag, **{CALL_LOG_ENV: str(log_path)})
+    traced = loop_trace and kind == "worker"
+    if traced:
+        child[LOOP_TRACE_ENV] = str(trace_path)
     pool = list(conversations.values())
     warmup = make_commands(f"{tag}-w", pool, 20, text, seed=7)
     commands = make_commands(tag, pool, count, text, seed=8)
@@ -195,9 +242,17 @@ async def one_contender(
     ordered = sorted(timelines, key=lambda t: t["arrival"].ended)
     example, slowest = ordered[len(ordered) // 2], ordered[-1]
     arrivals = [t["arrival"].ended for t in ordered]
+    waits = []
+    if traced:
+        busy = read_loop_trace(str(trace_path))
+        waits = [w for c in commands if (w := claim_wait(c, calls, busy))]
     return {
         "kind": kind,
         "rate": rate,
+        "claim_waits": {
+            key: statistics.median(w[key] for w in waits) for key in (waits[0] if waits else {})
+        },
+        "claim_waits_counted": len(waits),
         "commands": len(commands),
         "summary": summarise(timelines),
         "calls_per_command": per_operation,
@@ -215,7 +270,14 @@ async def one_contender(
 
 
 async def measure(
-    servers: Servers, far: Servers, kinds: Sequence[str], *, rate: float, count: int, runs: int
+    servers: Servers,
+    far: Servers,
+    kinds: Sequence[str],
+    *,
+    rate: float,
+    count: int,
+    runs: int,
+    loop_trace: bool = False,
 ) -> list[dict[str, Any]]:
     del servers
     async with aws_clients(pool_size=16) as clients:
@@ -227,7 +289,15 @@ async def measure(
                 tag = f"tl-{kind}-{round(rate)}-r{run}"
                 results.append(
                     await one_contender(
-                        clients, far, kind, conversations, text, rate=rate, count=count, tag=tag
+                        clients,
+                        far,
+                        kind,
+                        conversations,
+                        text,
+                        rate=rate,
+                        count=count,
+                        tag=tag,
+                        loop_trace=loop_trace,
                     )
                 )
         return results
@@ -240,13 +310,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--commands", type=int, default=40, help="measured per run (40)")
     parser.add_argument("--runs", type=int, default=1, help="runs per contender, interleaved")
     parser.add_argument("--json", type=Path, help="write the results here too")
+    parser.add_argument(
+        "--loop-trace", action="store_true", help="what the worker's turns wait for after a Query"
+    )
     args = parser.parse_args(argv)
     kinds = [args.only] if args.only else ["naive", "worker"]
     WORK_DIR.mkdir(parents=True, exist_ok=True)
     with both_regimes(print) as fleets:
         results = asyncio.run(
             measure(fleets[DIRECT], fleets[DELAYED], kinds, rate=args.rate,
-                    count=args.commands, runs=args.runs)
+                    count=args.commands, runs=args.runs, loop_trace=args.loop_trace)
         )  # fmt: skip
     for result in results:
         print()
@@ -254,6 +327,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         calls = result["calls_per_command"]
         print(f"calls per command: {sum(calls.values()):.2f} "
               + ", ".join(f"{k} {v:.2f}" for k, v in sorted(calls.items())))  # fmt: skip
+        if waits := result["claim_waits"]:
+            print(f"after the Query's answer (medians of {result['claim_waits_counted']} turns): "
+                  f"the turn's own work on the page {waits['page_work_ms']:.2f} ms, the claim's "
+                  f"answer {waits['claim_after_work_ms']:.2f} ms after it, the loop idle "
+                  f"{waits['idle_ms']:.2f} ms of the {waits['claim_after_query_ms']:.2f} between "
+                  "the two answers")  # fmt: skip
         print("a median command:")
         print(*result["drawn"], sep="\n")
         print("the slowest command:")
