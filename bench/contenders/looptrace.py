@@ -19,6 +19,7 @@ asyncio's loop unless uvloop is installed, and the benchmark's environment has n
 from __future__ import annotations
 
 import asyncio.events
+import bisect
 import json
 import os
 import time
@@ -86,20 +87,24 @@ def read_loop_trace(path: str) -> list[Busy]:
     return sorted(busy, key=lambda b: b.began)
 
 
+def _first_at(busy: Sequence[Busy], moment: float) -> int:
+    """The index of the last step begun at or before ``moment`` (0 if none): the steps of one
+    loop follow one another, so no earlier step runs past it."""
+    return max(0, bisect.bisect_right(busy, moment, key=lambda b: b.began) - 1)
+
+
 def step_at(busy: Sequence[Busy], moment: float) -> Busy | None:
     """The callback running at ``moment`` (``busy`` in order), or None: the loop was idle."""
-    for step in busy:
-        if step.began > moment:
-            return None
-        if moment <= step.ended:
-            return step
-    return None
+    if not busy:
+        return None
+    step = busy[_first_at(busy, moment)]
+    return step if step.began <= moment <= step.ended else None
 
 
 def idle_seconds(busy: Sequence[Busy], start: float, end: float) -> float:
     """How long the loop ran nothing between ``start`` and ``end`` (``busy`` in order)."""
     covered, reached = 0.0, start
-    for step in busy:
+    for step in busy[_first_at(busy, start) :]:
         if step.began >= end:
             break
         began, ended = max(step.began, reached), min(step.ended, end)

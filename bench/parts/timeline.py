@@ -127,7 +127,7 @@ def claim_wait(command: Command, calls: Sequence[Call], busy: Sequence[Busy]) ->
     received = min(receive, key=lambda c: c.began).ended if receive else None
     query = first_query(command, calls, after=received or 0)
     if query is None or query.ended is None or claim.ended is None or query.ended > claim.ended:
-        return {}
+        return {}  # (claim.ended is never None here: the check is for the type checker)
     step = step_at(busy, query.ended)
     step_end = step.ended if step is not None else query.ended
     return {
