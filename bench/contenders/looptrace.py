@@ -4,9 +4,9 @@
 each call's answer was parsed; this tells whether the turn waited for that answer or for its
 own loop. With ``BENCH_LOOP_TRACE`` naming a file, the benchmark's worker process
 (:mod:`bench.contenders.worker_process`) wraps asyncio's ``Handle._run`` (every callback and
-task step of the event loop passes through it) and writes one ``[began, seconds]`` line per
-callback there at exit. A step's start is the wall clock (``time.time()``, the call log's
-axis), its length ``time.perf_counter()``'s.
+task step of the event loop passes through it) and writes one ``[began, ended]`` line per
+callback there at exit: the wall clock (``time.time()``, the call log's axis) at its start,
+plus its length as ``time.perf_counter()`` timed it.
 
 :func:`idle_seconds` then says how much of a stretch the loop spent waiting: between a
 Query's answer and the claim's, zero idle means the claim's answer was already in when the
@@ -32,14 +32,11 @@ LOOP_TRACE_ENV = "BENCH_LOOP_TRACE"
 
 @dataclass(frozen=True, slots=True)
 class Busy:
-    """One callback: when it began (epoch seconds) and how long it ran (seconds)."""
+    """One callback: when it began and ended (epoch seconds; its length timed by
+    ``time.perf_counter()``)."""
 
     began: float
-    seconds: float
-
-    @property
-    def ended(self) -> float:
-        return self.began + self.seconds
+    ended: float
 
 
 def install() -> tuple[list[Busy], Callable[[], None]]:
@@ -53,7 +50,7 @@ def install() -> tuple[list[Busy], Callable[[], None]]:
         try:
             original(self)
         finally:
-            records.append(Busy(began, time.perf_counter() - start))
+            records.append(Busy(began, began + time.perf_counter() - start))
 
     asyncio.events.Handle._run = traced  # type: ignore[method-assign]
 
@@ -76,7 +73,7 @@ def write_loop_trace(records: Sequence[Busy] | None) -> None:
         return
     path = os.environ[LOOP_TRACE_ENV]
     with open(f"{path}.tmp", "w", encoding="utf-8") as out:
-        out.writelines(f"[{b.began!r}, {b.seconds!r}]\n" for b in records)
+        out.writelines(f"[{b.began!r}, {b.ended!r}]\n" for b in records)
     os.replace(f"{path}.tmp", path)
 
 
