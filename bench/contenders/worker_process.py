@@ -8,7 +8,7 @@ logging, same event loop choice, same signals) with these additions:
   and one more is written when the worker exits;
 - with ``BENCH_CALL_LOG`` set, every call's times go to that file at exit
   (:mod:`bench.contenders.calllog`);
-- with ``BENCH_LOOP_TRACE`` set, every event-loop callback's start and length go to that
+- with ``BENCH_LOOP_TRACE`` set, every event-loop callback's start and end go to that
   file at exit (:mod:`bench.contenders.looptrace`).
 
 ``BENCH_CONSUMED_CAPACITY=1`` asks DynamoDB to return the capacity each Query and

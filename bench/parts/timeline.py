@@ -87,9 +87,8 @@ def command_timeline(
 
     steps: dict[str, Span] = {}
     for step, operations in _OPERATIONS:
-        mine = [c for c in calls if c.operation in operations and command.command_id in c.commands]
-        if mine:
-            steps[step] = span(min(mine, key=lambda c: c.began))
+        if (call := first_call(command, calls, operations)) is not None:
+            steps[step] = span(call)
     received = steps.get("receive")
     query = first_query(command, calls, after=sent_at + (received.ended / 1000 if received else 0))
     if query is not None:
@@ -97,6 +96,12 @@ def command_timeline(
     arrival = arrived_ms - 1000 * sent_at
     steps["arrival"] = Span(arrival, arrival)
     return steps
+
+
+def first_call(command: Command, calls: Sequence[Call], operations: Sequence[str]) -> Call | None:
+    """The first call of one of ``operations`` that served the command."""
+    mine = [c for c in calls if c.operation in operations and command.command_id in c.commands]
+    return min(mine, key=lambda c: c.began) if mine else None
 
 
 def first_query(command: Command, calls: Sequence[Call], *, after: float) -> Call | None:
@@ -117,17 +122,15 @@ def claim_wait(command: Command, calls: Sequence[Call], busy: Sequence[Busy]) ->
     payload), the claim's answer after that step, and the loop's idle time in between (none:
     the claim's answer was in before the turn's own work was done). Empty when the command
     has no claim, or its Query answered after the claim."""
-    claims = [c for c in calls if c.operation == "dynamodb.UpdateItem"
-              and command.command_id in c.commands and c.ended is not None]  # fmt: skip
-    if not claims:
+    answered = [c for c in calls if c.ended is not None]
+    claim = first_call(command, answered, ("dynamodb.UpdateItem",))
+    receive = first_call(command, answered, ("sqs.ReceiveMessage",))
+    query = first_query(command, calls, after=(receive.ended or 0) if receive is not None else 0)
+    # (claim.ended is never None here: its check is for the type checker)
+    if claim is None or claim.ended is None or query is None or query.ended is None:
         return {}
-    claim = min(claims, key=lambda c: c.began)
-    receive = [c for c in calls if c.operation == "sqs.ReceiveMessage"
-               and command.command_id in c.commands and c.ended is not None]  # fmt: skip
-    received = min(receive, key=lambda c: c.began).ended if receive else None
-    query = first_query(command, calls, after=received or 0)
-    if query is None or query.ended is None or claim.ended is None or query.ended > claim.ended:
-        return {}  # (claim.ended is never None here: the check is for the type checker)
+    if query.ended > claim.ended:
+        return {}
     step = step_at(busy, query.ended)
     step_end = step.ended if step is not None else query.ended
     return {
